@@ -1,0 +1,62 @@
+"""Agent Memory: what an agent's genes keep between runs.
+
+The memory belongs to the agent, not to any gene.  Genes reach it through a
+:class:`GeneMemory` view (their ``ctx.memory``) with the seed's four calls;
+the deployer through :class:`DeployerMemory`.  Storage backends (SQLite,
+PostgreSQL) sit behind :mod:`rotifer.memory.backend`; the rules above it are
+the same for both.
+"""
+
+from .audit import AuditLog, telemetry_enabled
+from .clock import Clock, ManualClock, SystemClock, format_time, parse_time
+from .errors import ErrorCode, MemoryError
+from .model import (
+    UNSET,
+    AccessPolicy,
+    Category,
+    DataPolicy,
+    MemoryEntry,
+    MemoryFilter,
+    RetentionPolicy,
+    Scope,
+    SharePolicy,
+    entry_id,
+)
+from .quota import parse_size
+from .store import (
+    DEFAULT_QUOTA_BYTES,
+    DeniedMemory,
+    DeployerMemory,
+    GeneMemory,
+    GeneMemoryAccess,
+    MemoryStore,
+)
+
+__all__ = [
+    "DEFAULT_QUOTA_BYTES",
+    "UNSET",
+    "AccessPolicy",
+    "AuditLog",
+    "Category",
+    "Clock",
+    "DataPolicy",
+    "DeniedMemory",
+    "DeployerMemory",
+    "ErrorCode",
+    "GeneMemory",
+    "GeneMemoryAccess",
+    "ManualClock",
+    "MemoryEntry",
+    "MemoryError",
+    "MemoryFilter",
+    "MemoryStore",
+    "RetentionPolicy",
+    "Scope",
+    "SharePolicy",
+    "SystemClock",
+    "entry_id",
+    "format_time",
+    "parse_size",
+    "parse_time",
+    "telemetry_enabled",
+]

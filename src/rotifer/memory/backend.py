@@ -1,0 +1,174 @@
+"""The small interface every storage backend implements.
+
+The policy rules (scopes, data policy, quota, cleanup order, retention, audit)
+live in :mod:`rotifer.memory.store`, above this interface, and are written once.
+A backend only stores rows and hands them back in the orders the rules need:
+
+* ``iter_oldest``: one category's entries, least recently updated first
+  (ties in write order) -- the cleanup order;
+* ``iter_newest``: entries most recently updated first -- the query order;
+* ``iter_expired``: entries whose expiry time has passed.
+
+All three walk an index, so nothing scans a whole agent.  Each write
+transaction holds the agent exclusively (SQLite ``BEGIN IMMEDIATE``,
+PostgreSQL a row lock on the agent), so the running byte total and the quota
+check can never race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    """An agent's memory settings and counters."""
+
+    agent_id: str
+    quota_bytes: int
+    data_policy: DataPolicy
+    used_bytes: int
+    #: The next write-order number; orders entries updated in the same microsecond.
+    next_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One stored entry, with what the rules need beyond the seed's fields."""
+
+    agent_id: str
+    key: str
+    category: Category
+    value: bytes
+    created_by: str
+    creator_domain: str | None
+    last_accessed_by: str
+    created_us: int
+    updated_us: int
+    access: AccessPolicy
+    retention: RetentionPolicy | None
+    expires_us: int | None
+    seq: int
+
+    @property
+    def size(self) -> int:
+        return len(self.key.encode()) + len(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Brief:
+    """An entry without its value: enough to evict or expire it and audit that."""
+
+    key: str
+    category: Category
+    size: int
+    updated_us: int
+    seq: int
+    created_by: str
+
+
+class Transaction(Protocol):
+    """Operations inside one transaction of a backend."""
+
+    def get_agent(self, agent_id: str) -> AgentRecord | None: ...
+
+    def list_agents(self) -> list[str]: ...
+
+    def insert_agent(self, record: AgentRecord) -> None: ...
+
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int) -> None: ...
+
+    def delete_agent(self, agent_id: str) -> None:
+        """Remove the agent and all its entries."""
+        ...
+
+    def get(self, agent_id: str, key: str) -> Row | None: ...
+
+    def put(self, row: Row) -> None:
+        """Insert the row, or replace the one with the same (agent, key)."""
+        ...
+
+    def touch(self, agent_id: str, key: str, gene_id: str) -> None:
+        """Set lastAccessedBy and nothing else."""
+        ...
+
+    def delete(self, agent_id: str, keys: list[str]) -> None: ...
+
+    def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]: ...
+
+    def iter_oldest(self, agent_id: str, category: Category) -> Iterator[Brief]: ...
+
+    def iter_newest(
+        self,
+        agent_id: str,
+        *,
+        category: Category | None = None,
+        key_prefix: str | None = None,
+        since_us: int | None = None,
+        until_us: int | None = None,
+    ) -> Iterator[Row]:
+        """Matching rows, most recently updated first (ties: latest write first).
+
+        ``key_prefix`` is a plain prefix compared by code point (= UTF-8 byte
+        order), never a pattern.
+        """
+        ...
+
+    def count(self, agent_id: str) -> int: ...
+
+    def sum_sizes(self, agent_id: str) -> int:
+        """Recount the bytes of an agent's entries (for checks, not hot paths)."""
+        ...
+
+
+class Backend(Protocol):
+    """A storage backend: SQLite (embedded) or PostgreSQL (scale-out)."""
+
+    #: A short name for messages and docs, e.g. ``"sqlite"``.
+    name: str
+
+    def read(self) -> AbstractContextManager[Transaction]:
+        """A read-only transaction that sees one consistent snapshot."""
+        ...
+
+    def peek(self) -> AbstractContextManager[Transaction]:
+        """No transaction: each statement is atomic on its own.
+
+        The cheapest way to do a point read that needs no snapshot across
+        statements; never used for anything that writes.
+        """
+        ...
+
+    def write(self, agent_id: str | None) -> AbstractContextManager[Transaction]:
+        """A read-write transaction holding ``agent_id`` exclusively.
+
+        Commits when the block exits normally, rolls back on an exception.
+        Backend failures surface as MEMORY_STORAGE_ERROR.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix``.
+
+    Used to turn a plain prefix into an indexable range ``[prefix, bound)``
+    without LIKE, so ``%`` and ``_`` stay ordinary characters.  ``None`` means
+    no upper bound (the prefix is all U+10FFFF).
+    """
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop())
+        if last == 0x10FFFF:
+            continue
+        nxt = last + 1
+        if 0xD800 <= nxt <= 0xDFFF:  # surrogates never occur in stored keys
+            nxt = 0xE000
+        return "".join(chars) + chr(nxt)
+    return None

@@ -1,0 +1,335 @@
+"""The embedded backend: one SQLite file, ``.rotifer/playground.db``.
+
+Why these settings:
+
+* WAL journal, so readers never block the writer and the writer never blocks
+  readers; ``synchronous=NORMAL`` is durable across process crashes, which is
+  what WAL guarantees at that level (an OS crash may lose the last commits).
+* Every write transaction starts with ``BEGIN IMMEDIATE``: it takes the write
+  lock up front, through the busy handler, instead of failing half-way with
+  "database is locked" when a read transaction tries to upgrade.
+* A generous busy timeout plus a bounded retry, so several processes on one
+  agent queue up instead of surfacing SQLITE_BUSY to genes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from .backend import AgentRecord, Brief, Row, prefix_upper_bound
+from .errors import MemoryError, storage
+from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_agents (
+    agent_id TEXT PRIMARY KEY,
+    quota_bytes INTEGER NOT NULL,
+    max_retention_days INTEGER,
+    anonymization_supported INTEGER NOT NULL,
+    used_bytes INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memory_entries (
+    agent_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    category TEXT NOT NULL,
+    value BLOB NOT NULL,
+    size INTEGER NOT NULL,
+    created_by TEXT NOT NULL,
+    creator_domain TEXT,
+    last_accessed_by TEXT NOT NULL,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL,
+    read_scope TEXT NOT NULL,
+    write_scope TEXT NOT NULL,
+    share_policy TEXT NOT NULL,
+    retention TEXT,
+    expires_us INTEGER,
+    seq INTEGER NOT NULL,
+    UNIQUE (agent_id, key)
+);
+CREATE INDEX IF NOT EXISTS memory_entries_cleanup
+    ON memory_entries (agent_id, category, updated_us, seq);
+CREATE INDEX IF NOT EXISTS memory_entries_recent
+    ON memory_entries (agent_id, updated_us, seq);
+CREATE INDEX IF NOT EXISTS memory_entries_expiry
+    ON memory_entries (agent_id, expires_us) WHERE expires_us IS NOT NULL;
+"""
+
+ROW_COLUMNS = (
+    "agent_id, key, category, value, created_by, creator_domain, last_accessed_by, "
+    "created_us, updated_us, read_scope, write_scope, share_policy, retention, expires_us, seq"
+)
+BRIEF_COLUMNS = "key, category, size, updated_us, seq, created_by"
+BATCH = 256
+BUSY_TIMEOUT_S = 30.0
+
+
+def retention_to_text(policy: RetentionPolicy | None) -> str | None:
+    return None if policy is None else json.dumps(policy.to_json(), separators=(",", ":"))
+
+
+def retention_from_text(text: str | None) -> RetentionPolicy | None:
+    return None if text is None else RetentionPolicy.parse(json.loads(text))
+
+
+def row_params(row: Row) -> tuple[Any, ...]:
+    return (
+        row.agent_id, row.key, row.category.value, row.value, row.size, row.created_by,
+        row.creator_domain, row.last_accessed_by, row.created_us, row.updated_us,
+        row.access.read_scope.value, row.access.write_scope.value, row.access.share_policy.value,
+        retention_to_text(row.retention), row.expires_us, row.seq,
+    )
+
+
+def make_row(r: tuple[Any, ...]) -> Row:
+    return Row(
+        agent_id=r[0], key=r[1], category=Category(r[2]), value=bytes(r[3]), created_by=r[4],
+        creator_domain=r[5], last_accessed_by=r[6], created_us=r[7], updated_us=r[8],
+        access=AccessPolicy(Scope(r[9]), Scope(r[10]), SharePolicy(r[11])),
+        retention=retention_from_text(r[12]), expires_us=r[13], seq=r[14],
+    )
+
+
+def make_brief(r: tuple[Any, ...]) -> Brief:
+    return Brief(key=r[0], category=Category(r[1]), size=r[2], updated_us=r[3], seq=r[4],
+                 created_by=r[5])
+
+
+def make_agent(r: tuple[Any, ...]) -> AgentRecord:
+    return AgentRecord(r[0], r[1], DataPolicy(r[2], bool(r[3])), r[4], r[5])
+
+
+class SqliteTransaction:
+    """:class:`~rotifer.memory.backend.Transaction` over one sqlite3 connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self.conn.execute(sql, params).fetchone()
+        return row
+
+    def get_agent(self, agent_id: str) -> AgentRecord | None:
+        r = self._one(
+            "SELECT agent_id, quota_bytes, max_retention_days, anonymization_supported, "
+            "used_bytes, next_seq FROM memory_agents WHERE agent_id = ?", (agent_id,))
+        return None if r is None else make_agent(r)
+
+    def list_agents(self) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT agent_id FROM memory_agents ORDER BY agent_id")]
+
+    def insert_agent(self, record: AgentRecord) -> None:
+        self.conn.execute(
+            "INSERT INTO memory_agents VALUES (?, ?, ?, ?, ?, ?)",
+            (record.agent_id, record.quota_bytes, record.data_policy.max_retention_days,
+             int(record.data_policy.anonymization_supported), record.used_bytes, record.next_seq))
+
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int) -> None:
+        cur = self.conn.execute(
+            "UPDATE memory_agents SET used_bytes = ?, next_seq = ? WHERE agent_id = ?",
+            (used_bytes, next_seq, agent_id))
+        if cur.rowcount != 1:
+            raise storage(f"agent {agent_id!r} has no memory")
+
+    def delete_agent(self, agent_id: str) -> None:
+        self.conn.execute("DELETE FROM memory_entries WHERE agent_id = ?", (agent_id,))
+        self.conn.execute("DELETE FROM memory_agents WHERE agent_id = ?", (agent_id,))
+
+    def get(self, agent_id: str, key: str) -> Row | None:
+        r = self._one(f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE agent_id = ? AND key = ?",
+                      (agent_id, key))
+        return None if r is None else make_row(r)
+
+    def put(self, row: Row) -> None:
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO memory_entries ({ROW_COLUMNS.replace('value,', 'value, size,')}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row_params(row))
+
+    def touch(self, agent_id: str, key: str, gene_id: str) -> None:
+        self.conn.execute(
+            "UPDATE memory_entries SET last_accessed_by = ? WHERE agent_id = ? AND key = ?",
+            (gene_id, agent_id, key))
+
+    def delete(self, agent_id: str, keys: list[str]) -> None:
+        self.conn.executemany("DELETE FROM memory_entries WHERE agent_id = ? AND key = ?",
+                              [(agent_id, k) for k in keys])
+
+    def _pages(self, sql: str, params: tuple[Any, ...], after_sql: str,
+               make_after: Any) -> Iterator[tuple[Any, ...]]:
+        """Keyset pagination: each page is fetched whole, so the caller may
+        write between pages without disturbing an open cursor."""
+        after: tuple[Any, ...] = ()
+        while True:
+            extra = after_sql if after else ""
+            rows = self.conn.execute(sql.format(after=extra), params + after).fetchall()
+            yield from rows
+            if len(rows) < BATCH:
+                return
+            after = make_after(rows[-1])
+
+    def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]:
+        sql = (f"SELECT expires_us, {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = ? "
+               "AND expires_us IS NOT NULL AND expires_us <= ? {after} "
+               f"ORDER BY expires_us, seq LIMIT {BATCH}")
+        for r in self._pages(sql, (agent_id, now_us), "AND (expires_us, seq) > (?, ?)",
+                             lambda r: (r[0], r[5])):
+            yield make_brief(r[1:])
+
+    def iter_oldest(self, agent_id: str, category: Category) -> Iterator[Brief]:
+        sql = (f"SELECT {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = ? AND category = ? "
+               f"{{after}} ORDER BY updated_us, seq LIMIT {BATCH}")
+        for r in self._pages(sql, (agent_id, category.value),
+                             "AND (updated_us, seq) > (?, ?)", lambda r: (r[3], r[4])):
+            yield make_brief(r)
+
+    def iter_newest(
+        self,
+        agent_id: str,
+        *,
+        category: Category | None = None,
+        key_prefix: str | None = None,
+        since_us: int | None = None,
+        until_us: int | None = None,
+    ) -> Iterator[Row]:
+        where = ["agent_id = ?"]
+        params: list[Any] = [agent_id]
+        if category is not None:
+            where.append("category = ?")
+            params.append(category.value)
+        if key_prefix:
+            where.append("key >= ?")
+            params.append(key_prefix)
+            upper = prefix_upper_bound(key_prefix)
+            if upper is not None:
+                where.append("key < ?")
+                params.append(upper)
+        if since_us is not None:
+            where.append("updated_us >= ?")
+            params.append(since_us)
+        if until_us is not None:
+            where.append("updated_us < ?")
+            params.append(until_us)
+        sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
+               f"ORDER BY updated_us DESC, seq DESC LIMIT {BATCH}")
+        for r in self._pages(sql, tuple(params), "AND (updated_us, seq) < (?, ?)",
+                             lambda r: (r[8], r[14])):
+            row = make_row(r)
+            if key_prefix and not row.key.startswith(key_prefix):
+                continue  # belt and braces: the range above is exact already
+            yield row
+
+    def count(self, agent_id: str) -> int:
+        r = self._one("SELECT count(*) FROM memory_entries WHERE agent_id = ?", (agent_id,))
+        return int(r[0]) if r else 0
+
+    def sum_sizes(self, agent_id: str) -> int:
+        r = self._one("SELECT coalesce(sum(size), 0) FROM memory_entries WHERE agent_id = ?",
+                      (agent_id,))
+        return int(r[0]) if r else 0
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class SqliteBackend:
+    """SQLite behind the backend interface; safe across threads and processes."""
+
+    name = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        try:
+            self.conn = sqlite3.connect(
+                str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise storage(f"cannot open the memory database {path}: {exc}") from exc
+        try:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise storage(f"the memory database {path} cannot use WAL mode (got {mode})")
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+            with self.write(None) as tx:
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        tx.conn.execute(statement)
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise storage(f"the memory database {path} is not usable: {exc}") from exc
+        except MemoryError:
+            self.conn.close()
+            raise
+
+    def _begin(self, statement: str) -> None:
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self.conn.execute(statement)
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[SqliteTransaction]:
+        with self._lock:
+            try:
+                self._begin(begin)
+            except sqlite3.Error as exc:
+                raise storage(f"memory store failed: {exc}") from exc
+            try:
+                yield SqliteTransaction(self.conn)
+            except BaseException:
+                with suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+                raise
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+                raise storage(f"memory store failed to commit: {exc}") from exc
+
+    @contextmanager
+    def read(self) -> Iterator[SqliteTransaction]:
+        try:
+            with self._transaction("BEGIN DEFERRED") as tx:
+                yield tx
+        except sqlite3.Error as exc:
+            raise storage(f"memory store failed: {exc}") from exc
+
+    @contextmanager
+    def write(self, agent_id: str | None) -> Iterator[SqliteTransaction]:
+        # SQLite has one writer per file, so "this agent exclusively" is the whole file.
+        try:
+            with self._transaction("BEGIN IMMEDIATE") as tx:
+                yield tx
+        except sqlite3.Error as exc:
+            raise storage(f"memory store failed: {exc}") from exc
+
+    @contextmanager
+    def peek(self) -> Iterator[SqliteTransaction]:
+        """Single statements, each atomic on its own: the cheapest point read."""
+        with self._lock:
+            try:
+                yield SqliteTransaction(self.conn)
+            except sqlite3.Error as exc:
+                raise storage(f"memory store failed: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
