@@ -60,7 +60,7 @@ CREATE INDEX IF NOT EXISTS memory_entries_cleanup
 CREATE INDEX IF NOT EXISTS memory_entries_recent
     ON memory_entries (agent_id, updated_us, seq);
 CREATE INDEX IF NOT EXISTS memory_entries_expiry
-    ON memory_entries (agent_id, expires_us) WHERE expires_us IS NOT NULL;
+    ON memory_entries (agent_id, expires_us, seq) WHERE expires_us IS NOT NULL;
 """
 
 ROW_COLUMNS = (
