@@ -1,0 +1,83 @@
+"""Bounds-checked access to a gene's linear memory.
+
+Every pointer and length a gene hands the host is untrusted.  wasmtime's
+``Memory.read``/``write`` follow Python slice rules (negative offsets count
+from the end, reads are silently clipped), so they are never called with a
+range that has not been checked here against the memory's *current* size --
+the gene may have grown it since the last call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import wasmtime
+
+from .abi import U32_MASK
+
+CHUNK = 64 * 1024
+
+
+def as_u32(value: int) -> int:
+    """wasm32 pointers and lengths are unsigned; wasmtime hands them over signed."""
+    return value & U32_MASK
+
+
+class GuestMemory:
+    """One gene memory as seen through a store (or a host call's caller)."""
+
+    def __init__(self, memory: wasmtime.Memory, store: Any) -> None:
+        self.memory = memory
+        self.store = store
+
+    def size(self) -> int:
+        return int(self.memory.data_len(self.store))
+
+    def fits(self, ptr: int, length: int) -> bool:
+        """Whether ``[ptr, ptr + length)`` lies inside the memory."""
+        return ptr >= 0 and length >= 0 and ptr + length <= self.size()
+
+    def read(self, ptr: int, length: int) -> bytes:
+        if not self.fits(ptr, length):
+            raise IndexError(f"[{ptr}, {ptr + length}) is outside the gene's memory")
+        if length == 0:
+            return b""
+        return bytes(self.memory.read(self.store, ptr, ptr + length))
+
+    def write(self, ptr: int, data: bytes) -> None:
+        if not self.fits(ptr, len(data)):
+            raise IndexError(f"[{ptr}, {ptr + len(data)}) is outside the gene's memory")
+        if data:
+            self.memory.write(self.store, data, ptr)
+
+    def read_c_string(self, ptr: int, limit: int) -> bytes | None:
+        """The bytes from ``ptr`` up to the first NUL, or None if there is no
+        NUL before the end of memory or within ``limit`` bytes."""
+        size = self.size()
+        if not 0 <= ptr < size:
+            return None
+        end = min(size, ptr + limit + 1)
+        parts: list[bytes] = []
+        pos = ptr
+        while pos < end:
+            chunk = bytes(self.memory.read(self.store, pos, min(pos + CHUNK, end)))
+            nul = chunk.find(b"\x00")
+            if nul >= 0:
+                parts.append(chunk[:nul])
+                return b"".join(parts)
+            parts.append(chunk)
+            pos += len(chunk)
+        return None
+
+    def grow_to(self, size: int) -> bool:
+        """Grow the memory so it holds at least ``size`` bytes; False if it cannot."""
+        current = self.size()
+        if size <= current:
+            return True
+        page = int(self.memory.page_size(self.store))
+        pages = -(-(size - current) // page)
+        try:
+            self.memory.grow(self.store, pages)
+        except wasmtime.WasmtimeError:
+            return False
+        return self.size() >= size

@@ -1,0 +1,194 @@
+"""Memory-call requests and responses: JSON in, JSON out, nothing trusted.
+
+A request is parsed strictly -- UTF-8, JSON with no NaN/Infinity, no
+duplicate fields, no lone surrogates, exactly the fields the ABI names -- and
+anything else is MEMORY_INVALID_INPUT (-10) before the memory is asked.  The
+fields' *values* (categories, scopes, policies, filters) are passed to the
+:class:`~rotifer.memory.GeneMemoryAccess` unchanged, in the seed's camelCase
+JSON form, so the store's own validation decides, with the same messages as
+for Python genes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from typing import Any, Final, cast
+
+from rotifer.memory import UNSET, ErrorCode, GeneMemoryAccess, MemoryError
+
+READ: Final = "readMemory"
+WRITE: Final = "writeMemory"
+QUERY: Final = "queryMemory"
+DELETE: Final = "deleteMemory"
+
+_FIELDS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    # op: (required fields, optional fields)
+    READ: (("key",), ("category",)),
+    WRITE: (("key", "value", "category"), ("accessPolicy", "retentionPolicy")),
+    DELETE: (("key",), ()),
+}
+
+
+def invalid(message: str) -> MemoryError:
+    return MemoryError(ErrorCode.INVALID_INPUT, message)
+
+
+def _no_constants(name: str) -> Any:
+    raise invalid(f"the request is not JSON: {name} is not a JSON value")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise invalid(f"the request has the field {key!r} twice")
+        result[key] = value
+    return result
+
+
+def _check_unicode(value: Any) -> None:
+    """JSON escapes can spell lone surrogates, which no store can encode."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise invalid("the request contains a lone surrogate (\\ud800-\\udfff)") from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def decode(raw: bytes) -> Any:
+    """Parse a request's bytes, or raise MEMORY_INVALID_INPUT."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise invalid(f"the request is not UTF-8 (byte {exc.start})") from None
+    try:
+        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+    except MemoryError:
+        raise
+    except RecursionError:
+        raise invalid("the request is nested too deeply") from None
+    except ValueError as exc:
+        raise invalid(f"the request is not JSON: {exc}") from None
+    _check_unicode(value)
+    return value
+
+
+def encode(value: Any) -> bytes:
+    """Compact UTF-8 JSON, the form every response and error body takes."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def error_body(code: str, message: str) -> bytes:
+    return encode({"__rotifer_error": {"code": code, "message": message}})
+
+
+def _fields(op: str, request: Any) -> dict[str, Any]:
+    required, optional = _FIELDS[op]
+    if not isinstance(request, dict):
+        raise invalid(f"a {op} request must be a JSON object")
+    unknown = sorted(set(request) - set(required) - set(optional))
+    if unknown:
+        raise invalid(f"unknown field(s) in the {op} request: {', '.join(unknown)}")
+    missing = [f for f in required if f not in request]
+    if missing:
+        raise invalid(f"the {op} request is missing {', '.join(missing)}")
+    return request
+
+
+def _key(request: dict[str, Any]) -> str:
+    key = request["key"]
+    if not isinstance(key, str):
+        raise invalid("key must be a string")
+    return key
+
+
+def _value(request: dict[str, Any]) -> bytes:
+    value = request["value"]
+    if not isinstance(value, str):
+        raise invalid("value must be a base64 string")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid("value is not valid base64 (standard alphabet, with padding)") from None
+
+
+def _read(memory: GeneMemoryAccess, request: Any) -> Any:
+    fields = _fields(READ, request)
+    entry = memory.read_memory(_key(fields), fields.get("category"))
+    return None if entry is None else entry.to_json()
+
+
+def _write(memory: GeneMemoryAccess, request: Any) -> Any:
+    fields = _fields(WRITE, request)
+    entry = memory.write_memory(
+        _key(fields),
+        _value(fields),
+        fields["category"],
+        fields.get("accessPolicy"),
+        fields.get("retentionPolicy", UNSET),  # an explicit null stays None
+    )
+    return entry.to_json()
+
+
+def _query(memory: GeneMemoryAccess, request: Any) -> Any:
+    if request is not None and not isinstance(request, dict):
+        raise invalid("a queryMemory request is the filter: a JSON object ({} for none)")
+    return [entry.to_json() for entry in memory.query_memory(request or None)]
+
+
+def _delete(memory: GeneMemoryAccess, request: Any) -> Any:
+    memory.delete_memory(_key(_fields(DELETE, request)))
+    return {}
+
+
+PERFORM: Final[dict[str, Callable[[GeneMemoryAccess, Any], Any]]] = {
+    READ: _read,
+    WRITE: _write,
+    QUERY: _query,
+    DELETE: _delete,
+}
+
+#: Calls that change memory even when their response then does not fit.
+CHANGES_MEMORY: Final = frozenset({WRITE, DELETE})
+
+
+def perform(op: str, memory: GeneMemoryAccess, request: Any) -> Any:
+    """Carry out a decoded request; the result is the response's JSON value."""
+    return PERFORM[op](memory, request)
+
+
+def probe_denied(op: str, memory: GeneMemoryAccess) -> MemoryError | None:
+    """Ask the memory whether it refuses this gene outright.
+
+    A gene without a v2 id (or one run by ``rotifer run``) gets -2 on *every*
+    call, even a malformed one.  Before answering a malformed request with
+    -10, the host makes the same call with an argument the store can never
+    accept: a memory that refuses the gene anyway raises (and audits)
+    MEMORY_ACCESS_DENIED first; any other memory rejects the argument, and the
+    gene gets -10 for its own request.
+    """
+    bad = cast(Any, None)
+    calls: dict[str, Callable[[], object]] = {
+        READ: lambda: memory.read_memory(bad),
+        WRITE: lambda: memory.write_memory(bad, b"", bad),
+        QUERY: lambda: memory.query_memory(cast(Any, 0)),
+        DELETE: lambda: memory.delete_memory(bad),
+    }
+    try:
+        calls[op]()
+    except MemoryError as exc:
+        return exc if exc.code is ErrorCode.ACCESS_DENIED else None
+    except Exception:
+        return None
+    return None
