@@ -1,0 +1,283 @@
+"""Fixtures for the memory tests: real SQLite files and a real, throwaway PostgreSQL.
+
+Fixtures for any test file under tests/memory/
+----------------------------------------------
+
+``backend`` -> ``str``
+    Parametrized over ``"sqlite"`` and ``"postgres"`` (the second carries the
+    ``postgres`` marker, so ``-m "not postgres"`` runs SQLite only).  A test that
+    takes ``backend`` or ``store_factory`` runs once per backend.
+
+``store_factory`` -> :class:`StoreFactory`
+    ``store_factory(rotifer_dir: Path | None = None, *, clock: Clock | None = None,
+    name: str = "main") -> MemoryStore``
+
+    Opens a :class:`~rotifer.memory.MemoryStore` on this test's own database
+    for the current ``backend``.  Every test starts with empty databases.
+    ``name`` picks the database: calls with the same name (in one test) open
+    the same database -- use that to reopen a store or to play a second worker
+    -- and a new name gives a new, empty one (e.g. the other side of a move).
+    ``rotifer_dir`` holds the audit log and telemetry (default
+    ``tmp_path / ".rotifer"``); it does not pick the database.  Stores the
+    factory opened are closed at the end of the test.
+    ``store_factory.url(name="main") -> str`` is that database's memory URL
+    (``sqlite:PATH`` or ``postgresql://...``), e.g. for a subprocess or
+    ``ROTIFER_MEMORY_URL``; ``store_factory.backend`` is ``"sqlite"`` or
+    ``"postgres"``.
+
+``pg_url`` -> ``str`` (session)
+    A database on the throwaway server, shared by the whole session.  Prefer
+    ``pg_fresh_url`` or ``store_factory``, which isolate tests.
+
+``pg_fresh_url`` -> ``str``
+    A URL whose ``search_path`` is a new, empty schema, dropped after the test.
+
+The server
+----------
+
+Set ``ROTIFER_TEST_PG_URL`` to use a server you run yourself (each test then
+works in its own schema there).  Otherwise the first test that needs
+PostgreSQL starts one for the session: ``initdb`` in a temporary directory, a
+free port on 127.0.0.1 only, trust authentication for 127.0.0.1 only,
+``fsync=off`` (the data is thrown away), stopped and deleted at the end.  As
+root it runs as the unprivileged user ``nobody`` (initdb refuses root).  The
+binaries are looked up on PATH and under ``/usr/lib/postgresql/*/bin``; when
+there are none the PostgreSQL tests are skipped -- except under ``CI``, where
+they fail, because ``.ci/run`` installs PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import glob
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import pytest
+
+from rotifer.memory import Clock, MemoryStore
+
+BACKENDS = [pytest.param("sqlite", id="sqlite"),
+            pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", path)) or (0,)
+
+
+def find_pg_bindir() -> Path | None:
+    """The folder holding initdb, pg_ctl and postgres, or None."""
+    candidates: list[Path] = []
+    on_path = shutil.which("initdb")
+    if on_path:
+        candidates.append(Path(os.path.realpath(on_path)).parent)
+    for found in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version_key, reverse=True):
+        candidates.append(Path(found))
+    for folder in candidates:
+        if all((folder / tool).exists() for tool in ("initdb", "pg_ctl", "postgres")):
+            return folder
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class PgServer:
+    """A PostgreSQL cluster in a temporary directory, on 127.0.0.1 only."""
+
+    def __init__(self, bindir: Path) -> None:
+        self.bindir = bindir
+        self.root = Path(tempfile.mkdtemp(prefix="rotifer-pg-"))
+        self.data = self.root / "data"
+        self.port = 0
+        self.run_as: dict[str, Any] = {}
+        if os.geteuid() == 0:
+            try:
+                nobody = pwd.getpwnam("nobody")
+            except KeyError:
+                raise RuntimeError("running as root and there is no user 'nobody' to run "
+                                   "PostgreSQL as (initdb refuses root)") from None
+            os.chown(self.root, nobody.pw_uid, nobody.pw_gid)
+            self.run_as = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+        self.started = False
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C",
+               "HOME": str(self.root)}
+        return subprocess.run(list(args), capture_output=True, text=True, cwd=self.root,
+                              env=env, timeout=120, check=False, **self.run_as)
+
+    def start(self) -> None:
+        done = self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "rotifer",
+                         "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync",
+                         "--no-instructions")
+        if done.returncode != 0:
+            raise RuntimeError(f"initdb failed: {done.stderr or done.stdout}")
+        # Trust only loopback TCP (and the socket inside our private directory).
+        (self.data / "pg_hba.conf").write_text(
+            "local all all trust\nhost all all 127.0.0.1/32 trust\n")
+        last = ""
+        for _ in range(5):  # a free port can be taken between probing and binding
+            self.port = _free_port()
+            options = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
+                       f"-c unix_socket_directories={self.root} -c fsync=off "
+                       "-c synchronous_commit=off -c full_page_writes=off "
+                       "-c max_connections=200 -c shared_buffers=64MB")
+            done = self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l",
+                             str(self.root / "server.log"), "-w", "-t", "60", "-o", options,
+                             "start")
+            if done.returncode == 0:
+                self.started = True
+                break
+            last = done.stderr + done.stdout
+            with contextlib.suppress(OSError):
+                last += (self.root / "server.log").read_text()[-2000:]
+        else:
+            raise RuntimeError(f"PostgreSQL did not start: {last}")
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE rotifer")
+
+    def url(self, dbname: str = "rotifer") -> str:
+        return f"postgresql://rotifer@127.0.0.1:{self.port}/{dbname}"
+
+    def stop(self) -> None:
+        if self.started:
+            self.started = False
+            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
+                      "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """``url`` with its connections' search_path set to ``schema``."""
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}options={quote(f'-c search_path={schema}', safe='')}"
+
+
+class SchemaMaker:
+    """Makes (and later drops) empty schemas in one database."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.conn = psycopg.connect(url, autocommit=True)
+
+    def new(self) -> tuple[str, str]:
+        schema = "t_" + uuid.uuid4().hex[:16]
+        self.conn.execute(f'CREATE SCHEMA "{schema}"')  # type: ignore[arg-type]
+        return schema, with_search_path(self.url, schema)
+
+    def drop(self, schema: str) -> None:
+        self.conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    external = os.environ.get("ROTIFER_TEST_PG_URL")
+    if external:
+        yield external
+        return
+    bindir = find_pg_bindir()
+    if bindir is None:
+        reason = ("no PostgreSQL server binaries (initdb, pg_ctl, postgres) on PATH or under "
+                  "/usr/lib/postgresql/*/bin; install PostgreSQL or set ROTIFER_TEST_PG_URL")
+        if os.environ.get("CI"):
+            pytest.fail(reason + " (CI must run the PostgreSQL tests)")
+        pytest.skip(reason)
+    server = PgServer(bindir)
+    atexit.register(server.stop)  # even if the session dies before teardown
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    yield server.url()
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_schemas(pg_url: str) -> Iterator[SchemaMaker]:
+    maker = SchemaMaker(pg_url)
+    yield maker
+    maker.close()
+
+
+@pytest.fixture
+def pg_fresh_url(pg_schemas: SchemaMaker) -> Iterator[str]:
+    schema, url = pg_schemas.new()
+    yield url
+    pg_schemas.drop(schema)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
+class StoreFactory:
+    """Opens MemoryStores on this test's databases; see the module docstring."""
+
+    def __init__(self, backend: str, tmp_path: Path, schemas: SchemaMaker | None) -> None:
+        self.backend = backend
+        self.tmp_path = tmp_path
+        self._schemas = schemas
+        self._urls: dict[str, str] = {}
+        self._made: list[str] = []
+        self._stores: list[MemoryStore] = []
+
+    def url(self, name: str = "main") -> str:
+        if name not in self._urls:
+            if self._schemas is None:
+                folder = self.tmp_path / "memory-dbs"
+                folder.mkdir(exist_ok=True)
+                self._urls[name] = f"sqlite:{folder / (name + '.db')}"
+            else:
+                schema, url = self._schemas.new()
+                self._made.append(schema)
+                self._urls[name] = url
+        return self._urls[name]
+
+    def __call__(self, rotifer_dir: Path | None = None, *, clock: Clock | None = None,
+                 name: str = "main") -> MemoryStore:
+        store = MemoryStore.open(rotifer_dir or self.tmp_path / ".rotifer", url=self.url(name),
+                                 clock=clock)
+        self._stores.append(store)
+        return store
+
+    def finish(self) -> None:
+        for store in self._stores:
+            with contextlib.suppress(Exception):
+                store.close()
+        if self._schemas is not None:
+            for schema in self._made:
+                self._schemas.drop(schema)
+
+
+@pytest.fixture
+def store_factory(backend: str, tmp_path: Path,
+                  request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    schemas: SchemaMaker | None = None
+    if backend == "postgres":
+        schemas = request.getfixturevalue("pg_schemas")
+    factory = StoreFactory(backend, tmp_path, schemas)
+    yield factory
+    factory.finish()
