@@ -9,6 +9,7 @@ the GIL while guest code runs.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from .limits import DEFAULT_FUEL, Limits
 
 def _trap_text(exc: Exception) -> str:
     """The one line of a wasmtime error that says what happened."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    lines = [re.sub(r"^\d+: ", "", line.strip()) for line in str(exc).splitlines() if line.strip()]
     for line in reversed(lines):
         if line.startswith("wasm trap:"):
             return line
@@ -206,6 +207,7 @@ def run_wasm_gene(wasm_path: Path, input: Any, memory: GeneMemoryAccess, *,
     """
     limits = Limits(deadline_s=deadline_s, fuel=fuel if fuel is not None else DEFAULT_FUEL)
     module = prepare(wasm_path, cache_dir)
-    name = Path(wasm_path).parent.name or Path(wasm_path).name
+    path = Path(wasm_path)
+    name = path.parent.name if path.stem == "gene" and path.parent.name else path.stem
     with GeneInstance(module, memory, limits, name=name) as instance:
         return instance.express(input)

@@ -1,0 +1,109 @@
+"""Fixtures for the WASM tests: a real SQLite store in a temp dir, the WAT
+genes in ``genes/``, and a harness that calls the host functions directly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import wasmtime
+
+from rotifer.genes.wasm import GeneInstance, Limits, prepare
+from rotifer.memory import GeneMemoryAccess, MemoryStore
+
+GENES = Path(__file__).parent / "genes"
+AGENT = "agent"
+
+#: Limits for long-lived harness instances: the budget must never be what a
+#: test sees, unless the test says so.
+ROOMY = Limits(deadline_s=3600.0, fuel=10**15, max_host_calls=10**9)
+
+
+def gene(name: str) -> Path:
+    return GENES / f"{name}.wat"
+
+
+def gene_id(name: str) -> str:
+    return "v2:" + hashlib.sha256(name.encode()).hexdigest()
+
+
+def audit_lines(rotifer_dir: Path) -> list[dict[str, Any]]:
+    path = rotifer_dir / "audit.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def rotifer_dir(tmp_path: Path) -> Path:
+    return tmp_path / ".rotifer"
+
+
+@pytest.fixture
+def store(rotifer_dir: Path) -> Iterator[MemoryStore]:
+    with MemoryStore.open(rotifer_dir) as s:
+        s.create_agent(AGENT)
+        yield s
+
+
+@pytest.fixture(scope="session")
+def harness_module() -> wasmtime.Module:
+    return prepare(gene("harness"))
+
+
+REQ = 0x1000
+OUT = 0x80000
+PAGES = 16  # 1 MiB: room for a request up to OUT and an out buffer after it
+SENTINEL = 0xAA
+
+
+class Harness:
+    """Drives the host functions through harness.wat's forwarding exports."""
+
+    def __init__(self, instance: GeneInstance) -> None:
+        self.instance = instance
+        self.guest = instance.guest
+        assert instance.call("grow", PAGES - 1) == 1
+
+    def call(self, op: str, request: Any, cap: int = 4096, *, out: int = OUT,
+             req: int = REQ) -> int:
+        """Write ``request`` (bytes, or JSON) at ``req``, fill out with a
+        sentinel, call ``op`` (read/write/query/delete) and return its result."""
+        raw = request if isinstance(request, bytes) else json.dumps(request).encode()
+        self.guest.write(req, raw)
+        if 0 <= out and out + cap + 16 <= self.guest.size():
+            self.guest.write(out, bytes([SENTINEL]) * (cap + 16))
+        return int(self.instance.call(f"call_{op}", req, len(raw), out, cap))
+
+    def raw(self, op: str, req_ptr: int, req_len: int, out_ptr: int, out_cap: int) -> int:
+        return int(self.instance.call(f"call_{op}", req_ptr, req_len, out_ptr, out_cap))
+
+    def response(self, result: int, *, out: int = OUT) -> Any:
+        assert result >= 0, result
+        return json.loads(self.guest.read(out, result))
+
+    def body(self, *, out: int = OUT) -> Any:
+        """The NUL-terminated error body the host left at out, or None."""
+        raw = self.guest.read_c_string(out, 1 << 20)
+        assert raw is not None
+        if raw.startswith(bytes([SENTINEL])):
+            return None
+        return json.loads(raw)
+
+    def untouched(self, cap: int, *, out: int = OUT) -> bool:
+        return self.guest.read(out, cap + 16) == bytes([SENTINEL]) * (cap + 16)
+
+
+def open_harness(module: wasmtime.Module, memory: GeneMemoryAccess,
+                 limits: Limits = ROOMY) -> GeneInstance:
+    return GeneInstance(module, memory, limits, name="harness")
+
+
+@pytest.fixture
+def harness(harness_module: wasmtime.Module, store: MemoryStore) -> Iterator[Harness]:
+    with open_harness(harness_module, store.for_gene(AGENT, gene_id("harness"), "probe")) as inst:
+        yield Harness(inst)
