@@ -86,6 +86,8 @@ LOCK_TIMEOUT_MS: Final = 30_000
 BEGIN_ATTEMPTS: Final = 5
 #: Idle connections kept per backend; more are opened while threads need them.
 MAX_IDLE: Final = 4
+#: A pooled connection idle this long is checked before a ``peek()`` uses it.
+PING_AFTER_S: Final = 5.0
 #: Connection parameters we set unless the URL sets them itself.
 CONNECT_DEFAULTS: Final = {
     "connect_timeout": "10",
@@ -373,7 +375,8 @@ class PostgresBackend:
 
     name = "postgresql"
 
-    def __init__(self, url: str, *, max_idle: int = MAX_IDLE) -> None:
+    def __init__(self, url: str, *, max_idle: int = MAX_IDLE,
+                 lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> None:
         self.url = url
         #: Where the memory lives, for messages and the audit log (no password).
         self.location = describe_url(url)
@@ -384,8 +387,13 @@ class PostgresBackend:
         self._conninfo = make_conninfo(
             url, **{k: v for k, v in CONNECT_DEFAULTS.items() if k not in given})
         self._max_idle = max_idle
+        # A lock_timeout given in the URL (options=-c lock_timeout=...) wins.
+        self._lock_timeout_ms = None if "lock_timeout" in str(given.get("options", "")) \
+            else int(lock_timeout_ms)
         self._lock = threading.Lock()
-        self._idle: list[Connection] = []
+        self._idle: list[tuple[Connection, float]] = []  # (connection, idle since)
+        #: Idle seconds after which ``peek()`` checks a pooled connection first.
+        self.ping_after_s = PING_AFTER_S
         self._inherited: list[Connection] = []  # kept alive, never closed (see _take)
         self._pid = os.getpid()
         self._closed = False
@@ -401,25 +409,43 @@ class PostgresBackend:
             raise storage(f"cannot connect to the memory database at {self.location}: "
                           f"{_first_line(exc)}") from exc
         try:
-            conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+            if self._lock_timeout_ms is not None:
+                conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
         except psycopg.Error as exc:
             conn.close()
             raise storage(f"the memory database at {self.location} is not usable: "
                           f"{_first_line(exc)}") from exc
         return conn
 
-    def _take(self) -> Connection:
-        with self._lock:
-            if self._closed:
-                raise storage("the memory store is closed")
-            if os.getpid() != self._pid:
-                # A forked child: the idle connections are the parent's sessions.
-                # Closing them would end those sessions, so just never use them.
-                self._inherited.extend(self._idle)
-                self._idle = []
-                self._pid = os.getpid()
-            if self._idle:
-                return self._idle.pop()
+    def _take(self, *, ping: bool = False) -> Connection:
+        """A connection from the pool, or a new one.
+
+        With ``ping``, a connection that sat idle longer than ``ping_after_s`` is
+        checked first (one round trip) and replaced if the server dropped it:
+        ``peek()`` cannot retry its body, while ``read()``/``write()`` retry their
+        ``BEGIN`` instead.
+        """
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise storage("the memory store is closed")
+                if os.getpid() != self._pid:
+                    # A forked child: the idle connections are the parent's sessions.
+                    # Closing them would end those sessions, so just never use them.
+                    self._inherited.extend(conn for conn, _ in self._idle)
+                    self._idle = []
+                    self._pid = os.getpid()
+                if not self._idle:
+                    break
+                conn, since = self._idle.pop()
+            if not ping or time.monotonic() - since < self.ping_after_s:
+                return conn
+            try:
+                conn.execute("SELECT 1")
+                return conn
+            except psycopg.Error:
+                with suppress(Exception):
+                    conn.close()
         return self._open()
 
     def _give_back(self, conn: Connection) -> None:
@@ -428,7 +454,7 @@ class PostgresBackend:
         with self._lock:
             if healthy and not self._closed and os.getpid() == self._pid \
                     and len(self._idle) < self._max_idle:
-                self._idle.append(conn)
+                self._idle.append((conn, time.monotonic()))
                 return
         if os.getpid() == self._pid:
             with suppress(Exception):
@@ -556,7 +582,7 @@ class PostgresBackend:
     @contextmanager
     def peek(self) -> Iterator[PostgresTransaction]:
         """Autocommit statements, each atomic on its own: the cheapest point read."""
-        conn = self._take()
+        conn = self._take(ping=True)
         try:
             yield PostgresTransaction(conn)
         except (psycopg.Error, UnicodeEncodeError) as exc:
@@ -573,7 +599,7 @@ class PostgresBackend:
             idle, self._idle = self._idle, []
             mine = os.getpid() == self._pid
         if mine:
-            for conn in idle:
+            for conn, _ in idle:
                 with suppress(Exception):
                     conn.close()
 
