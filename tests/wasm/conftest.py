@@ -75,7 +75,7 @@ class Harness:
         sentinel, call ``op`` (read/write/query/delete) and return its result."""
         raw = request if isinstance(request, bytes) else json.dumps(request).encode()
         self.guest.write(req, raw)
-        if 0 <= out and out + cap + 16 <= self.guest.size():
+        if out >= 0 and out + cap + 16 <= self.guest.size():
             self.guest.write(out, bytes([SENTINEL]) * (cap + 16))
         return int(self.instance.call(f"call_{op}", req, len(raw), out, cap))
 

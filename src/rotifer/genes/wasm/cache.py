@@ -120,13 +120,16 @@ def load_module(wasm: bytes, cache_dir: Path | None = None) -> wasmtime.Module:
     Raises ``wasmtime.WasmtimeError`` if the bytes are not a valid module.
     """
     digest = hashlib.sha256(wasm).hexdigest()
+    path = cache_path(cache_dir, digest) if cache_dir is not None else None
     with _lock:
         module = _memory.get(digest)
         if module is not None:
             _memory.move_to_end(digest)
             stats.memory_hits += 1
-            return module
-    path = cache_path(cache_dir, digest) if cache_dir is not None else None
+    if module is not None:
+        if path is not None and not path.exists():
+            _store_disk(path, module)  # known here, but new to this cache directory
+        return module
     if path is not None:
         module = _load_disk(path)
         if module is not None:
