@@ -7,6 +7,7 @@ import base64
 from pathlib import Path
 
 import pytest
+import wasmtime
 
 from rotifer.genes.errors import GeneFailed, GeneRejected
 from rotifer.genes.wasm import GeneInstance, Limits, prepare, run_wasm_gene
@@ -219,3 +220,18 @@ def test_prefs_value_written_is_base64_of_decimal_text(store: MemoryStore) -> No
     assert entry is not None
     assert base64.b64encode(entry.value) == base64.b64encode(b"1234567")
     assert prefs(store, {}) == {"indent": 1234567}
+
+
+def test_run_wasm_code_runs_the_bytes_it_is_given_not_the_file(store: MemoryStore,
+                                                               tmp_path: Path) -> None:
+    """The agent runner passes Gene.code, the bytes the v2 id was computed from."""
+    from rotifer.genes.wasm import run_wasm_code
+
+    folder = tmp_path / "formatter"
+    folder.mkdir()
+    code = gene("prefs").read_bytes()
+    (folder / "gene.wat").write_bytes(gene("reject").read_bytes())  # changed since loading
+    memory = store.for_gene(AGENT, FORMATTER, "formatter")
+    assert run_wasm_code(code, "gene.wat", {"indent": 5}, memory, name="formatter") == {"indent": 5}
+    wasm = bytes(wasmtime.wat2wasm(code.decode()))
+    assert run_wasm_code(wasm, "gene.wasm", {}, memory, name="formatter") == {"indent": 5}

@@ -7,6 +7,22 @@ ABI, the result codes, the limits and the module cache.
 
 from .compile import compile_wat
 from .limits import Limits
-from .runtime import GeneInstance, prepare, rejection_of, run_wasm_gene
+from .runtime import (
+    GeneInstance,
+    prepare,
+    prepare_code,
+    rejection_of,
+    run_wasm_code,
+    run_wasm_gene,
+)
 
-__all__ = ["GeneInstance", "Limits", "compile_wat", "prepare", "rejection_of", "run_wasm_gene"]
+__all__ = [
+    "GeneInstance",
+    "Limits",
+    "compile_wat",
+    "prepare",
+    "prepare_code",
+    "rejection_of",
+    "run_wasm_code",
+    "run_wasm_gene",
+]

@@ -15,28 +15,39 @@ from .abi import AbiViolation, check_module
 from .engine import get_engine
 
 
-def wat_to_wasm(wat_path: Path) -> bytes:
-    """Parse a ``.wat`` file; CompileFailed with wasmtime's message if it is bad."""
-    try:
-        text = wat_path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CompileFailed(f"cannot read {wat_path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise CompileFailed(f"{wat_path} is not UTF-8 text") from None
-    try:
-        return bytes(wasmtime.wat2wasm(text))
-    except wasmtime.WasmtimeError as exc:
-        raise CompileFailed(f"{wat_path.name} is not valid WAT: {_first_lines(exc)}") from None
-
-
-def read_wasm(path: Path) -> bytes:
-    """The module bytes of a ``.wasm`` file, or of a ``.wat`` file parsed now."""
-    if path.suffix == ".wat":
-        return wat_to_wasm(path)
+def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
         raise CompileFailed(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def wat_bytes_to_wasm(code: bytes, file_name: str) -> bytes:
+    """Parse WAT source; CompileFailed with wasmtime's message if it is bad."""
+    try:
+        text = code.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CompileFailed(f"{file_name} is not UTF-8 text") from None
+    try:
+        return bytes(wasmtime.wat2wasm(text))
+    except wasmtime.WasmtimeError as exc:
+        raise CompileFailed(f"{file_name} is not valid WAT: {_first_lines(exc)}") from None
+
+
+def wat_to_wasm(wat_path: Path) -> bytes:
+    """Parse a ``.wat`` file."""
+    return wat_bytes_to_wasm(_read(wat_path), wat_path.name)
+
+
+def code_to_wasm(code: bytes, file_name: str) -> bytes:
+    """Module bytes from a code file's contents: ``*.wat`` is parsed, anything
+    else is taken as a binary module."""
+    return wat_bytes_to_wasm(code, file_name) if file_name.endswith(".wat") else code
+
+
+def read_wasm(path: Path) -> bytes:
+    """The module bytes of a ``.wasm`` file, or of a ``.wat`` file parsed now."""
+    return code_to_wasm(_read(path), path.name)
 
 
 def check_wasm(wasm: bytes, name: str) -> wasmtime.Module:

@@ -28,7 +28,7 @@ from .abi import (
     check_module,
 )
 from .cache import load_module
-from .compile import read_wasm
+from .compile import code_to_wasm
 from .engine import get_engine, get_ticker, ticks_for
 from .guest import GuestMemory, as_u32
 from .host import HostFunctions, LogSink
@@ -174,24 +174,49 @@ def rejection_of(output: Any) -> GeneRejected | None:
                         message if isinstance(message, str) else "")
 
 
-def prepare(wasm_path: Path, cache_dir: Path | None = None) -> wasmtime.Module:
-    """Load (from cache, or compile) and ABI-check a gene's module; GeneFailed if bad."""
-    wasm_path = Path(wasm_path)
+def prepare_code(code: bytes, file_name: str, cache_dir: Path | None = None) -> wasmtime.Module:
+    """Load (from cache, or compile) and ABI-check a module from a code file's
+    bytes (``file_name`` says whether it is WAT); GeneFailed if it is bad."""
     try:
-        wasm = read_wasm(wasm_path)
+        wasm = code_to_wasm(code, file_name)
     except CompileFailed as exc:
         raise GeneFailed(exc.message) from None
     try:
         module = load_module(wasm, cache_dir)
     except wasmtime.WasmtimeError as exc:
-        raise GeneFailed(f"{wasm_path.name} is not a valid WebAssembly module: "
+        raise GeneFailed(f"{file_name} is not a valid WebAssembly module: "
                          f"{_trap_text(exc)}") from None
     try:
         check_module(module)
     except AbiViolation as exc:
-        raise GeneFailed(f"{wasm_path.name} does not follow the rotifer WASM ABI: {exc}"
-                         ) from None
+        raise GeneFailed(f"{file_name} does not follow the rotifer WASM ABI: {exc}") from None
     return module
+
+
+def prepare(wasm_path: Path, cache_dir: Path | None = None) -> wasmtime.Module:
+    """:func:`prepare_code` for a file on disk."""
+    wasm_path = Path(wasm_path)
+    try:
+        code = wasm_path.read_bytes()
+    except OSError as exc:
+        raise GeneFailed(f"cannot read {wasm_path}: {exc.strerror or exc}") from None
+    return prepare_code(code, wasm_path.name, cache_dir)
+
+
+def run_wasm_code(code: bytes, file_name: str, input: Any, memory: GeneMemoryAccess, *,
+                  name: str, deadline_s: float = 10.0, fuel: int | None = None,
+                  cache_dir: Path | None = None) -> Any:
+    """Run a gene from the bytes of its code file (``gene.wasm`` or ``gene.wat``).
+
+    The agent runner passes ``Gene.code`` -- the bytes the gene's v2 id was
+    computed from -- so the code that acts under that id is exactly the code
+    that was checked, even if the file changes meanwhile.  ``name`` is used
+    in messages and the gene's log lines.
+    """
+    limits = Limits(deadline_s=deadline_s, fuel=fuel if fuel is not None else DEFAULT_FUEL)
+    module = prepare_code(code, file_name, cache_dir)
+    with GeneInstance(module, memory, limits, name=name) as instance:
+        return instance.express(input)
 
 
 def run_wasm_gene(wasm_path: Path, input: Any, memory: GeneMemoryAccess, *,
@@ -205,9 +230,11 @@ def run_wasm_gene(wasm_path: Path, input: Any, memory: GeneMemoryAccess, *,
     a lone ``__rotifer_error`` output and GeneFailed for everything else that
     goes wrong (bad module, trap, negative result, bad output, deadline, fuel).
     """
-    limits = Limits(deadline_s=deadline_s, fuel=fuel if fuel is not None else DEFAULT_FUEL)
-    module = prepare(wasm_path, cache_dir)
     path = Path(wasm_path)
+    try:
+        code = path.read_bytes()
+    except OSError as exc:
+        raise GeneFailed(f"cannot read {path}: {exc.strerror or exc}") from None
     name = path.parent.name if path.stem == "gene" and path.parent.name else path.stem
-    with GeneInstance(module, memory, limits, name=name) as instance:
-        return instance.express(input)
+    return run_wasm_code(code, path.name, input, memory, name=name, deadline_s=deadline_s,
+                         fuel=fuel, cache_dir=cache_dir)
