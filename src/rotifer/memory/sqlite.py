@@ -247,17 +247,24 @@ class SqliteBackend:
 
     name = "sqlite"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        """Open (and create if needed) the database at ``path``.
+
+        ``busy_timeout_s`` is how long a call waits for another process's
+        write lock before it fails with MEMORY_STORAGE_ERROR; the default is
+        long enough that genes never see a busy database under real load.
+        """
         self.path = path
+        self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         try:
             self.conn = sqlite3.connect(
-                str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+                str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise storage(f"cannot open the memory database {path}: {exc}") from exc
         try:
-            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise storage(f"the memory database {path} cannot use WAL mode (got {mode})")
@@ -274,7 +281,7 @@ class SqliteBackend:
             raise
 
     def _begin(self, statement: str) -> None:
-        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        deadline = time.monotonic() + self.busy_timeout_s
         while True:
             try:
                 self.conn.execute(statement)
