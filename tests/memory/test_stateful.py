@@ -12,6 +12,13 @@ the bytes in use and the new lines of ``.rotifer/audit.jsonl``.
 ``TwinStoreMachine`` does the same with two store objects opened on one
 database (two "processes" in one thread), picking one of them for every call,
 so each must see what the other wrote.
+
+Both machines run on each backend: SQLite (``TestMemoryStateful``,
+``TestTwinStores``) and the real PostgreSQL server of ``conftest.py``
+(``test_stateful_on_postgres``), where every example gets a new, empty schema
+so examples never see each other's rows.  PostgreSQL runs fewer examples
+(``ROTIFER_STATEFUL_PG_EXAMPLES``, ``ROTIFER_STATEFUL_PG_TWIN_EXAMPLES``): each
+step is a few network round trips instead of a local file write.
 """
 
 from __future__ import annotations
@@ -25,9 +32,10 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -35,6 +43,7 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
+    run_state_machine_as_test,
 )
 
 from rotifer.memory import (
@@ -52,6 +61,7 @@ from rotifer.memory import (
     SharePolicy,
 )
 
+from .conftest import SchemaMaker
 from .model import ANY, UNSET_, Gene, Model, ModelError, fmt_time, parse_rfc3339
 
 START = "2026-03-01T00:00:00Z"
@@ -198,13 +208,24 @@ class MemoryMachine(RuleBasedStateMachine):
 
     #: How many store objects to open on the one database (see TwinStoreMachine).
     STORES = 1
+    #: Where the schemas come from when the machine runs on PostgreSQL; ``None``
+    #: runs it on a SQLite file.  Set by ``test_stateful_on_postgres``.
+    pg_schemas: ClassVar[SchemaMaker | None] = None
 
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="rotifer-stateful-"))
         self.dot = self.tmp / ".rotifer"
         self.clock = ManualClock(START)
-        self.stores = [MemoryStore.open(self.dot, clock=self.clock) for _ in range(self.STORES)]
+        self.pg_schema: str | None = None
+        if self.pg_schemas is None:
+            url = f"sqlite:{self.dot / 'playground.db'}"
+        else:  # a new, empty schema for every example
+            self.pg_schema, url = self.pg_schemas.new()
+        self.stores = [MemoryStore.open(self.dot, url=url, clock=self.clock)
+                       for _ in range(self.STORES)]
+        assert {s.backend.name for s in self.stores} == {
+            "sqlite" if self.pg_schemas is None else "postgresql"}
         self.model = Model(parse_rfc3339(START))
         self.audit_offset = 0
         self.model_offset = 0
@@ -213,6 +234,8 @@ class MemoryMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         for store in self.stores:
             store.close()
+        if self.pg_schemas is not None and self.pg_schema is not None:
+            self.pg_schemas.drop(self.pg_schema)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # -- plumbing ---------------------------------------------------------------
@@ -525,3 +548,27 @@ class TwinStoreMachine(MemoryMachine):
 TwinStoreMachine.TestCase.settings = _settings(
     int(os.environ.get("ROTIFER_STATEFUL_TWIN_EXAMPLES", "30")), 30)
 TestTwinStores = TwinStoreMachine.TestCase
+
+
+class PostgresMemoryMachine(MemoryMachine):
+    """MemoryMachine on the real PostgreSQL server (a fresh schema per example)."""
+
+
+class PostgresTwinStoreMachine(TwinStoreMachine):
+    """TwinStoreMachine on PostgreSQL: two backends, each with its own connections."""
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("machine, examples, steps", [
+    pytest.param(PostgresMemoryMachine,
+                 int(os.environ.get("ROTIFER_STATEFUL_PG_EXAMPLES", "50")), 50, id="single"),
+    pytest.param(PostgresTwinStoreMachine,
+                 int(os.environ.get("ROTIFER_STATEFUL_PG_TWIN_EXAMPLES", "20")), 30, id="twin"),
+])
+def test_stateful_on_postgres(pg_schemas: SchemaMaker, machine: type[MemoryMachine],
+                              examples: int, steps: int) -> None:
+    machine.pg_schemas = pg_schemas
+    try:
+        run_state_machine_as_test(machine, settings=_settings(examples, steps))
+    finally:
+        machine.pg_schemas = None

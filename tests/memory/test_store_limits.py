@@ -17,6 +17,7 @@ from rotifer.memory import (
     parse_size,
 )
 
+from .conftest import StoreFactory
 from .helpers import actions, gene_id
 
 A, B = gene_id("a"), gene_id("b")
@@ -33,8 +34,9 @@ def rot(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(rot: Path, clock: ManualClock) -> MemoryStore:
-    return MemoryStore.open(rot, clock=clock)
+def store(store_factory: StoreFactory, rot: Path, clock: ManualClock) -> MemoryStore:
+    """An empty store on each backend in turn (SQLite file, PostgreSQL schema)."""
+    return store_factory(rot, clock=clock)
 
 
 def small(store: MemoryStore, quota: int = 100, gid: str = A) -> GeneMemory:

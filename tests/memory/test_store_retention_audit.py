@@ -17,6 +17,7 @@ from rotifer.memory import (
     MemoryStore,
 )
 
+from .conftest import StoreFactory
 from .helpers import RETAIN_1_DAY, actions, audit_lines, gene_id
 
 A, B = gene_id("a"), gene_id("b")
@@ -34,8 +35,9 @@ def rot(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(rot: Path, clock: ManualClock) -> MemoryStore:
-    s = MemoryStore.open(rot, clock=clock)
+def store(store_factory: StoreFactory, rot: Path, clock: ManualClock) -> MemoryStore:
+    """The agent's store on each backend in turn (SQLite file, PostgreSQL schema)."""
+    s = store_factory(rot, clock=clock)
     s.create_agent("agent", quota_bytes=1000)
     return s
 
@@ -203,9 +205,10 @@ def test_no_audit_line_no_eviction_or_expiry(store: MemoryStore, rot: Path,
     assert [e.key for e in g.query_memory()] == ["c"]
 
 
-def test_audit_lines_of_two_stores_never_interleave(rot: Path, clock: ManualClock) -> None:
-    s1 = MemoryStore.open(rot, clock=clock)
-    s2 = MemoryStore.open(rot, clock=clock)
+def test_audit_lines_of_two_stores_never_interleave(store_factory: StoreFactory, rot: Path,
+                                                   clock: ManualClock) -> None:
+    s1 = store_factory(rot, clock=clock)
+    s2 = store_factory(rot, clock=clock)
     s1.create_agent("x")
     for i in range(50):
         (s1 if i % 2 else s2).for_gene("x", A, "d").write_memory(f"k{i}", b"v" * 100, "CACHE")
@@ -251,8 +254,12 @@ def test_drop_agent_removes_everything(store: MemoryStore, g: GeneMemory, rot: P
     assert store.for_gene("agent", A, "d").query_memory() == []
 
 
-def test_sqlite_uses_wal_and_indexes(store: MemoryStore, rot: Path) -> None:
+def test_sqlite_uses_wal_and_indexes(rot: Path, clock: ManualClock) -> None:
+    """SQLite only: the default .rotifer/playground.db (PostgreSQL's plans are checked
+    in test_postgres_backend)."""
     import sqlite3
+    store = MemoryStore.open(rot, url=f"sqlite:{rot / 'playground.db'}", clock=clock)
+    store.create_agent("agent")  # the store stays open: its WAL file must exist
     conn = sqlite3.connect(rot / "playground.db")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     plans = {
@@ -268,3 +275,31 @@ def test_sqlite_uses_wal_and_indexes(store: MemoryStore, rot: Path) -> None:
         assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (name, plan)
         assert "TEMP B-TREE" not in plan, (name, plan)
     assert os.path.exists(rot / "playground.db-wal")
+    conn.close()
+    store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_walks_indexes_in_the_orders_the_rules_need(pg_fresh_url: str, rot: Path
+                                                            ) -> None:
+    """Cleanup, expiry and query order come straight off an index, with no sort step.
+    (Sequential scans are disabled so the planner's choice on a tiny table does not
+    hide a missing index.)"""
+    import psycopg
+    store = MemoryStore.open(rot, url=pg_fresh_url)
+    store.create_agent("a")
+    store.close()
+    plans = {
+        "cleanup": "SELECT key FROM memory_entries WHERE agent_id = 'a' AND category = 'CACHE' "
+                   "ORDER BY updated_us, seq LIMIT 10",
+        "expiry": "SELECT key FROM memory_entries WHERE agent_id = 'a' AND expires_us IS NOT NULL "
+                  "AND expires_us <= 5 ORDER BY expires_us, seq LIMIT 10",
+        "recent": "SELECT key FROM memory_entries WHERE agent_id = 'a' "
+                  "ORDER BY updated_us DESC, seq DESC LIMIT 10",
+    }
+    with psycopg.connect(pg_fresh_url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        for name, sql in plans.items():
+            plan = " ".join(str(r[0]) for r in conn.execute("EXPLAIN " + sql))
+            assert "Index" in plan, (name, plan)
+            assert "Sort" not in plan, (name, plan)

@@ -25,6 +25,7 @@ from rotifer.memory import (
     SharePolicy,
 )
 
+from .conftest import StoreFactory
 from .helpers import RETAIN_1_DAY, actions, audit_lines, gene_id
 
 A, B, C = gene_id("a"), gene_id("b"), gene_id("c")
@@ -41,8 +42,9 @@ def rot(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(rot: Path, clock: ManualClock) -> MemoryStore:
-    s = MemoryStore.open(rot, clock=clock)
+def store(store_factory: StoreFactory, rot: Path, clock: ManualClock) -> MemoryStore:
+    """The agent's store on each backend in turn (SQLite file, PostgreSQL schema)."""
+    s = store_factory(rot, clock=clock)
     s.create_agent("agent")
     return s
 
