@@ -1,0 +1,115 @@
+"""Loading a gene folder: ``genes/NAME/phenotype.json`` plus one code file.
+
+Loading reads the code file once and keeps its bytes; the id is computed from
+those bytes and a Python gene is executed from those same bytes, so the code
+that runs is exactly the code whose id was checked against the registry.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from rotifer.genes.errors import GeneNotFound, InvalidGene
+from rotifer.genes.ids import CODE_FILES, KIND_OF_CODE_FILE, GeneKind, v1_id, v2_id
+from rotifer.genes.phenotype import Phenotype, load_phenotype
+from rotifer.genes.registry import Registry
+
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+@dataclass(frozen=True)
+class Gene:
+    """A loaded gene.
+
+    ``computed_id`` is the v2 id of the files as they are now; ``v2_id`` is the
+    same string when that content was wrapped or compiled in this project, and
+    None otherwise (then every memory call of the gene is refused).
+    """
+
+    name: str
+    path: Path
+    phenotype: Phenotype
+    kind: GeneKind
+    v2_id: str | None
+    computed_id: str
+    code_file: Path
+    v1_id: str
+    code: bytes = field(repr=False, compare=False)
+
+    @property
+    def domain(self) -> str:
+        return self.phenotype.domain
+
+
+def validate_gene_name(name: str) -> None:
+    """Gene names are folder names: no separators, no ``..``, no surprises."""
+    if not NAME_RE.match(name) or name in (".", ".."):
+        raise InvalidGene(
+            f"invalid gene name {name!r}: use letters, digits, '.', '_' and '-'"
+        )
+
+
+def find_code_file(gene_dir: Path) -> Path | None:
+    """The first existing file of :data:`rotifer.genes.ids.CODE_FILES`."""
+    for name in CODE_FILES:
+        candidate = gene_dir / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_gene(genes_dir: Path, name: str, registry: Registry | None = None) -> Gene:
+    """Load ``genes_dir/name``; ``registry`` decides whether the gene gets its v2 id."""
+    validate_gene_name(name)
+    gene_dir = genes_dir / name
+    if not gene_dir.is_dir():
+        raise GeneNotFound(f"no gene '{name}' (looked for {gene_dir})")
+    return load_gene_dir(gene_dir, registry, name=name)
+
+
+def load_gene_dir(gene_dir: Path, registry: Registry | None = None, *, name: str | None = None) -> Gene:
+    """Load a gene from its folder (used by :func:`load_gene` and by tests)."""
+    name = name or gene_dir.name
+    phenotype = load_phenotype(gene_dir / "phenotype.json")
+    code_file = find_code_file(gene_dir)
+    if code_file is None:
+        raise InvalidGene(
+            f"gene '{name}' has no code file (expected one of {', '.join(CODE_FILES)})"
+        )
+    try:
+        code = code_file.read_bytes()
+    except OSError as exc:
+        raise InvalidGene(f"cannot read {code_file}: {exc.strerror or exc}") from None
+    computed = v2_id(phenotype.raw, code_file.name, code)
+    registered = registry is not None and registry.is_registered(computed)
+    kind = KIND_OF_CODE_FILE[code_file.name]
+    return Gene(
+        name=name,
+        path=gene_dir,
+        phenotype=phenotype,
+        kind=kind,
+        v2_id=computed if registered else None,
+        computed_id=computed,
+        code_file=code_file,
+        v1_id=v1_id(phenotype.raw),
+        code=code,
+    )
+
+
+def register_gene(gene: Gene, registry: Registry, *, via: str) -> Gene:
+    """Record the gene's current id; return the gene with ``v2_id`` set."""
+    registry.register(
+        gene.computed_id,
+        {
+            "name": gene.name,
+            "domain": gene.domain,
+            "version": gene.phenotype.version,
+            "kind": gene.kind,
+            "codeFile": gene.code_file.name,
+            "v1": gene.v1_id,
+            "via": via,
+        },
+    )
+    return replace(gene, v2_id=gene.computed_id)
