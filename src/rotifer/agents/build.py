@@ -1,0 +1,62 @@
+"""``rotifer wrap`` and ``rotifer compile``: check a gene and record its v2 id.
+
+Registering is what gives a gene's *current content* its v2 id and with it
+memory access (see :mod:`rotifer.genes.registry`).  Both commands check the
+gene before registering it, so an id in the registry always names a gene that
+loads: the phenotype is valid, a Python gene's source compiles, a WASM module
+is valid and follows the ABI.
+
+- ``wrap_gene``: registers the gene as it is (its code file is the first of
+  ``gene.wasm``, ``gene.wat``, ``gene.py``, ``index.ts``, ``index.js``).
+- ``compile_gene``: for a gene with ``gene.wat``, writes ``gene.wasm`` from it
+  first (so the registered id is the id of the compiled module, which is what
+  then runs); for a gene with only ``gene.wasm`` it checks the module; for a
+  Python or Node gene it is the same as ``wrap_gene``.
+"""
+
+from __future__ import annotations
+
+from rotifer.genes.errors import CompileFailed, InvalidGene
+from rotifer.genes.gene import Gene, register_gene, validate_gene_name
+
+from .project import Project
+
+
+def check_gene(gene: Gene) -> None:
+    """Check the gene's code loads (INVALID_GENE for Python, COMPILE_FAILED for WASM)."""
+    if gene.kind == "python":
+        try:
+            compile(gene.code, str(gene.code_file), "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            where = f" line {exc.lineno}" if isinstance(exc, SyntaxError) else ""
+            msg = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+            raise InvalidGene(
+                f"gene '{gene.name}': {gene.code_file.name}{where}: {msg}") from None
+    elif gene.kind == "wasm":
+        from rotifer.genes.wasm.compile import check_wasm, code_to_wasm
+
+        check_wasm(code_to_wasm(gene.code, gene.code_file.name), gene.code_file.name)
+
+
+def wrap_gene(project: Project, name: str) -> Gene:
+    """Check ``genes/NAME`` and register its current id; the gene, with ``v2_id`` set."""
+    gene = project.load_gene(name)
+    try:
+        check_gene(gene)
+    except CompileFailed as exc:  # a wasm file that is not a valid module
+        raise InvalidGene(exc.message) from None
+    return register_gene(gene, project.registry(), via="wrap")
+
+
+def compile_gene(project: Project, name: str) -> Gene:
+    """``gene.wat`` -> ``gene.wasm`` (when there is a ``gene.wat``), then register."""
+    validate_gene_name(name)
+    wat = project.genes_dir / name / "gene.wat"
+    if wat.is_file():
+        from rotifer.genes.wasm import compile_wat
+
+        project.load_gene(name)  # phenotype errors first, before writing anything
+        compile_wat(wat, wat.with_name("gene.wasm"))
+    gene = project.load_gene(name)
+    check_gene(gene)
+    return register_gene(gene, project.registry(), via="compile")

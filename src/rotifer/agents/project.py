@@ -1,0 +1,143 @@
+"""A rotifer project: a folder holding ``.rotifer/`` (state) and ``genes/``.
+
+Which project a command acts on: ``--project DIR`` (``explicit``), else
+``$ROTIFER_PROJECT``, else the nearest folder upward from the working
+directory that holds ``.rotifer/``.  A named folder without ``.rotifer/`` is
+an error rather than a reason to keep searching: silently using another
+project would put memory where the user did not expect it.
+
+Which memory store an agent uses, first match wins:
+
+1. ``$ROTIFER_MEMORY_URL``
+2. the agent's own binding (``memoryUrl`` in ``.rotifer/agents/NAME.json``,
+   set by ``Agents.bind`` when an agent is moved)
+3. the project setting ``memoryUrl`` in ``.rotifer/config.json``
+4. None: the SQLite file ``.rotifer/playground.db``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rotifer.genes.errors import InvalidAgent, ProjectNotFound, RotiferError
+from rotifer.genes.gene import Gene, load_gene
+from rotifer.genes.registry import Registry
+
+if TYPE_CHECKING:
+    from rotifer.memory import Clock, MemoryStore
+
+DOT = ".rotifer"
+GENES = "genes"
+CONFIG = "config.json"
+ENV_PROJECT = "ROTIFER_PROJECT"
+ENV_MEMORY_URL = "ROTIFER_MEMORY_URL"
+
+
+class Project:
+    """Paths and settings of one project; cheap to create (reads nothing)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+        self.dot = self.root / DOT
+        self.genes_dir = self.root / GENES
+        self.agents_dir = self.dot / "agents"
+        self.cache_dir = self.dot / "cache"
+        self._registry: Registry | None = None
+
+    def __repr__(self) -> str:
+        return f"Project({str(self.root)!r})"
+
+    # -- finding and making -----------------------------------------------------
+
+    @classmethod
+    def init(cls, root: Path) -> Project:
+        """Make ``root/.rotifer/`` and ``root/genes/`` (fine if they exist)."""
+        project = cls(root)
+        try:
+            project.dot.mkdir(parents=True, exist_ok=True)
+            project.genes_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RotiferError(f"cannot create the project in {project.root}: "
+                               f"{exc.strerror or exc}", code="PROJECT_ERROR") from None
+        return project
+
+    @classmethod
+    def find(cls, explicit: Path | None = None, start: Path | None = None) -> Project:
+        """``explicit`` > ``$ROTIFER_PROJECT`` > nearest ``.rotifer/`` upward from ``start``."""
+        named = explicit if explicit is not None else os.environ.get(ENV_PROJECT) or None
+        if named is not None:
+            root = Path(named).expanduser()
+            if not (root / DOT).is_dir():
+                how = "--project" if explicit is not None else f"${ENV_PROJECT}"
+                raise ProjectNotFound(
+                    f"{root} ({how}) is not a rotifer project: it has no {DOT}/ folder "
+                    "(run `rotifer init` there)"
+                )
+            return cls(root)
+        here = Path(start if start is not None else Path.cwd()).resolve()
+        for folder in (here, *here.parents):
+            if (folder / DOT).is_dir():
+                return cls(folder)
+        raise ProjectNotFound(
+            f"no {DOT}/ folder in {here} or any folder above it (run `rotifer init`, "
+            f"or pass --project DIR)"
+        )
+
+    # -- genes --------------------------------------------------------------------
+
+    def registry(self) -> Registry:
+        """The project's registry of wrapped/compiled gene ids (one per Project)."""
+        if self._registry is None:
+            self._registry = Registry(self.dot)
+        return self._registry
+
+    def load_gene(self, name: str) -> Gene:
+        """Load ``genes/NAME``; ``v2_id`` is set only if its content is registered."""
+        return load_gene(self.genes_dir, name, self.registry())
+
+    # -- memory ---------------------------------------------------------------------
+
+    def config(self) -> dict[str, Any]:
+        """``.rotifer/config.json`` (``{}`` when absent)."""
+        path = self.dot / CONFIG
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise RotiferError(f"{path} cannot be read as JSON: {exc}",
+                               code="INVALID_CONFIG") from None
+        if not isinstance(doc, dict):
+            raise RotiferError(f"{path} must be a JSON object", code="INVALID_CONFIG")
+        return doc
+
+    def memory_url(self, agent: str | None = None) -> str | None:
+        """The memory URL for ``agent`` (or the project), None for the SQLite file."""
+        env = os.environ.get(ENV_MEMORY_URL)
+        if env:
+            return env
+        if agent is not None:
+            spec = self.agents_dir / f"{agent}.json"
+            try:
+                doc = json.loads(spec.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                doc = None
+            except (OSError, ValueError) as exc:
+                raise InvalidAgent(f"{spec} cannot be read as JSON: {exc}") from None
+            url = doc.get("memoryUrl") if isinstance(doc, dict) else None
+            if isinstance(url, str) and url:
+                return url
+        url = self.config().get("memoryUrl")
+        if url is not None and not isinstance(url, str):
+            raise RotiferError(f"{self.dot / CONFIG}: 'memoryUrl' must be a string or null",
+                               code="INVALID_CONFIG")
+        return url or None
+
+    def open_store(self, agent: str | None = None, clock: Clock | None = None) -> MemoryStore:
+        """Open the memory store ``agent`` lives in (see :meth:`memory_url`)."""
+        from rotifer.memory import MemoryStore
+
+        return MemoryStore.open(self.dot, self.memory_url(agent), clock)
