@@ -16,7 +16,7 @@ from rotifer.genes.ids import CODE_FILES, KIND_OF_CODE_FILE, GeneKind, v1_id, v2
 from rotifer.genes.phenotype import Phenotype, load_phenotype
 from rotifer.genes.registry import Registry
 
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,10 @@ class Gene:
 
 def validate_gene_name(name: str) -> None:
     """Gene names are folder names: no separators, no ``..``, no surprises."""
-    if not NAME_RE.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not NAME_RE.match(name):
         raise InvalidGene(
-            f"invalid gene name {name!r}: use letters, digits, '.', '_' and '-'"
+            f"invalid gene name {name!r}: start with a letter or digit, then use letters, "
+            "digits, '.', '_' and '-' (at most 128 characters)"
         )
 
 
@@ -65,7 +66,7 @@ def load_gene(genes_dir: Path, name: str, registry: Registry | None = None) -> G
     validate_gene_name(name)
     gene_dir = genes_dir / name
     if not gene_dir.is_dir():
-        raise GeneNotFound(f"no gene '{name}' (looked for {gene_dir})")
+        raise GeneNotFound(f"no gene '{name}' (no folder {gene_dir})")
     return load_gene_dir(gene_dir, registry, name=name)
 
 

@@ -78,6 +78,12 @@ class Registry:
 
     def register(self, gene_id: str, info: dict[str, Any]) -> None:
         """Record ``gene_id`` (idempotent: re-registering keeps the first timestamp)."""
+        try:
+            self._register(gene_id, info)
+        except OSError as exc:
+            raise RegistryError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def _register(self, gene_id: str, info: dict[str, Any]) -> None:
         with self._locked():
             genes = self._read()
             if gene_id not in genes:
