@@ -123,8 +123,8 @@ class Project:
             spec = self.agents_dir / f"{agent}.json"
             try:
                 doc = json.loads(spec.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                doc = None
+            except (FileNotFoundError, NotADirectoryError):
+                doc = None  # no such agent (yet): the project's store
             except (OSError, ValueError) as exc:
                 raise InvalidAgent(f"{spec} cannot be read as JSON: {exc}") from None
             url = doc.get("memoryUrl") if isinstance(doc, dict) else None
