@@ -162,3 +162,11 @@ def test_run_gene_without_memory_use(project: Project) -> None:
         run_gene(project, "echo", "x")
     with pytest.raises(GeneNotFound):
         run_gene(project, "nope", 1)
+
+
+def test_agent_bound_to_a_store_without_its_memory(project: Project, fmt_agent: Agents) -> None:
+    fmt_agent.bind("a", f"sqlite:{project.root / 'other.db'}")
+    with pytest.raises(MemoryError) as info:
+        run_agent(project, "a", {"code": "x"})
+    assert info.value.code == "MEMORY_STORAGE_ERROR"
+    assert "no memory in this store" in str(info.value)
