@@ -1,0 +1,214 @@
+"""``rotifer agent move | export | import``: moving an agent's memory.
+
+The memory layer (:mod:`rotifer.memory.transfer`) does the copying, the
+verification and the audit; this module picks the stores, records the
+agent's new binding after a move, and prints what happened.  See
+docs/backends.md ("Moving an agent") for the guarantees.
+
+* ``agent move NAME --to URL [--keep-cache] [--memory-quota SIZE]`` moves the
+  agent's memory from the store it uses now to ``URL`` and binds the agent to
+  it (``memoryUrl`` in ``.rotifer/agents/NAME.json``; no binding when ``URL``
+  is the project's own store).  Refused while ``ROTIFER_MEMORY_URL`` is set:
+  that variable overrides every binding, so the moved agent would not be found.
+* ``agent export NAME FILE [--keep-cache]`` writes a copy of the memory to FILE.
+* ``agent import FILE [--memory-quota SIZE]`` loads FILE into the store of the
+  agent it names.  The agent's spec must exist in this project (copy
+  ``.rotifer/agents/NAME.json`` along with its genes) and its store must not
+  hold a memory for it yet: an import never merges.
+
+Every command needs the agent's spec in the project (AGENT_NOT_FOUND otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from rotifer.agents.genome import Agents
+from rotifer.agents.project import ENV_MEMORY_URL, Project
+from rotifer.genes.errors import RotiferError
+from rotifer.memory import ErrorCode, MemoryError, MemoryStore, parse_size
+from rotifer.memory.transfer import (
+    TransferReport,
+    describe,
+    export_agent,
+    import_agent,
+    move_agent,
+    read_export,
+)
+
+
+def normalize_url(url: str, cwd: Path | None = None) -> str:
+    """The URL as it should be recorded: ``sqlite:`` paths made absolute (the
+    binding must not depend on the folder a later command runs in)."""
+    if url.startswith("sqlite:"):
+        path = Path(url[len("sqlite:"):]).expanduser()
+        if not str(path) or str(path) == ".":
+            raise MemoryError(ErrorCode.INVALID_INPUT, "sqlite: needs a file path")
+        if not path.is_absolute():
+            path = (cwd or Path.cwd()) / path
+        return f"sqlite:{path.resolve()}"
+    return url
+
+
+def _project_default(project: Project) -> str:
+    """The URL of the store an agent without a binding uses (ignoring the
+    environment), normalized, to compare a destination with."""
+    url = project.config().get("memoryUrl")
+    if isinstance(url, str) and url:
+        return normalize_url(url, project.root)
+    return f"sqlite:{(project.dot / 'playground.db').resolve()}"
+
+
+def _quota(text: str | None) -> int | None:
+    return None if text is None else parse_size(text)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun[:-1]}ies"
+
+
+def _summary(verb: str, report: TransferReport) -> str:
+    counts = ", ".join(f"{cat} {n}" for cat, n in report.counts.items()
+                       if n or cat != "CACHE")
+    return (f"{verb} agent '{report.agent}': {_n(report.entries, 'entry')}, {report.bytes} bytes "
+            f"({counts})")
+
+
+def _left_behind(report: TransferReport) -> str | None:
+    if not report.left_behind:
+        return None
+    return (f"{_n(report.left_behind, 'CACHE entry')} ({report.left_behind_bytes} bytes) left "
+            "behind (use --keep-cache to carry them)")
+
+
+def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
+            quota: str | None = None) -> list[str]:
+    """Move ``name``'s memory to ``to`` and bind the agent there; the lines to print."""
+    if os.environ.get(ENV_MEMORY_URL):
+        raise MemoryError(
+            ErrorCode.INVALID_INPUT,
+            f"{ENV_MEMORY_URL} is set: it overrides every agent's binding, so the moved agent "
+            f"would not be found; unset it to move agents")
+    agents = Agents(project)
+    agents.get(name)  # AGENT_NOT_FOUND before any store is opened
+    quota_bytes = _quota(quota)
+    url = normalize_url(to)
+    with project.open_store(name) as source, MemoryStore.open(project.dot, url) as destination:
+        report = move_agent(source, destination, name, keep_cache=keep_cache,
+                            quota_bytes=quota_bytes)
+        where = describe(destination)
+    binding = None if url == _project_default(project) else url
+    try:
+        agents.bind(name, binding)
+    except (RotiferError, OSError) as exc:
+        raise RotiferError(
+            f"agent '{name}' was moved to {where}, but its binding could not be recorded "
+            f"({exc}); set \"memoryUrl\" in {agents.spec_path(name)} to that URL",
+            code="BINDING_FAILED") from exc
+    lines = [_summary("Moved", report) + f" from {report.source} to {report.destination}"]
+    lines += [line for line in (_left_behind(report),) if line]
+    lines.append(f"Checksum (sha256): {report.sha256}")
+    lines.append(f"Agent '{name}' now uses " + (
+        "the project's memory store" if binding is None else where))
+    return lines
+
+
+def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = False
+              ) -> list[str]:
+    """Write a copy of ``name``'s memory to ``file``; the lines to print."""
+    Agents(project).get(name)
+    file = file.absolute()  # the audit line says where the copy went
+    with project.open_store(name) as store:
+        report = export_agent(store, name, file, keep_cache=keep_cache)
+    lines = [_summary("Exported", report) + f" to {file}"]
+    lines += [line for line in (_left_behind(report),) if line]
+    lines.append(f"Checksum (sha256): {report.sha256}")
+    return lines
+
+
+def do_import(project: Project, file: Path, *, quota: str | None = None) -> list[str]:
+    """Load ``file`` into the store of the agent it names; the lines to print."""
+    file = file.absolute()
+    bundle = read_export(file)
+    name = bundle.get("agent")
+    if not isinstance(name, str) or not name:
+        raise MemoryError(ErrorCode.INVALID_INPUT, f"{file} names no agent")
+    agents = Agents(project)
+    if not agents.exists(name):
+        # Checked here (not by get) to say what to do: create would give the agent
+        # an empty memory, and an import never merges into one.
+        raise RotiferError(
+            f"no agent '{name}' in {project.root}: copy its spec "
+            f"(.rotifer/agents/{name}.json) and its genes into this project, then import",
+            code="AGENT_NOT_FOUND")
+    quota_bytes = _quota(quota)
+    with project.open_store(name) as store:
+        report = import_agent(store, file, quota_bytes=quota_bytes)
+    return [_summary("Imported", report) + f" into {report.destination}",
+            f"Checksum (sha256): {report.sha256}"]
+
+
+# -- click commands -------------------------------------------------------------
+
+QUOTA_HELP = "the agent's memory quota at the destination (e.g. 50MB; default: unchanged)"
+
+
+def _project(ctx: click.Context) -> Project:
+    """The project the command acts on (``--project`` of the main group)."""
+    explicit = None
+    obj = ctx.find_object(dict)
+    if obj is not None and obj.get("project") is not None:
+        explicit = Path(obj["project"])
+    return Project.find(explicit)
+
+
+def _echo(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
+@click.command("move")
+@click.argument("name")
+@click.option("--to", "to", required=True, metavar="URL",
+              help="the memory store to move to: postgresql://... or sqlite:PATH")
+@click.option("--keep-cache", is_flag=True, help="carry CACHE entries too")
+@click.option("--memory-quota", "quota", metavar="SIZE", help=QUOTA_HELP)
+@click.pass_context
+def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
+                 quota: str | None) -> None:
+    """Move an agent's memory to another store and bind the agent to it."""
+    _echo(do_move(_project(ctx), name, to, keep_cache=keep_cache, quota=quota))
+
+
+@click.command("export")
+@click.argument("name")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--keep-cache", is_flag=True, help="include CACHE entries")
+@click.pass_context
+def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool) -> None:
+    """Write a copy of an agent's memory to FILE (the agent keeps it)."""
+    _echo(do_export(_project(ctx), name, file, keep_cache=keep_cache))
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--memory-quota", "quota", metavar="SIZE", help=QUOTA_HELP)
+@click.pass_context
+def import_command(ctx: click.Context, file: Path, quota: str | None) -> None:
+    """Load an agent's memory from FILE (the agent must have no memory yet)."""
+    _echo(do_import(_project(ctx), file, quota=quota))
+
+
+COMMANDS = (move_command, export_command, import_command)
+
+
+def register(agent_group: click.Group) -> None:
+    """Add ``move``, ``export`` and ``import`` to the ``rotifer agent`` group."""
+    for command in COMMANDS:
+        agent_group.add_command(command)
+
+
+__all__ = ["do_export", "do_import", "do_move", "normalize_url", "register"]
