@@ -39,6 +39,8 @@ from rotifer.memory.transfer import (
     read_export,
 )
 
+from .common import project_of
+
 
 def normalize_url(url: str, cwd: Path | None = None) -> str:
     """The URL as it should be recorded: ``sqlite:`` paths made absolute (the
@@ -156,15 +158,6 @@ def do_import(project: Project, file: Path, *, quota: str | None = None) -> list
 QUOTA_HELP = "the agent's memory quota at the destination (e.g. 50MB; default: unchanged)"
 
 
-def _project(ctx: click.Context) -> Project:
-    """The project the command acts on (``--project`` of the main group)."""
-    explicit = None
-    obj = ctx.find_object(dict)
-    if obj is not None and obj.get("project") is not None:
-        explicit = Path(obj["project"])
-    return Project.find(explicit)
-
-
 def _echo(lines: list[str]) -> None:
     for line in lines:
         click.echo(line)
@@ -180,7 +173,7 @@ def _echo(lines: list[str]) -> None:
 def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
                  quota: str | None) -> None:
     """Move an agent's memory to another store and bind the agent to it."""
-    _echo(do_move(_project(ctx), name, to, keep_cache=keep_cache, quota=quota))
+    _echo(do_move(project_of(ctx), name, to, keep_cache=keep_cache, quota=quota))
 
 
 @click.command("export")
@@ -190,7 +183,7 @@ def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
 @click.pass_context
 def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool) -> None:
     """Write a copy of an agent's memory to FILE (the agent keeps it)."""
-    _echo(do_export(_project(ctx), name, file, keep_cache=keep_cache))
+    _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache))
 
 
 @click.command("import")
@@ -199,7 +192,7 @@ def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool) 
 @click.pass_context
 def import_command(ctx: click.Context, file: Path, quota: str | None) -> None:
     """Load an agent's memory from FILE (the agent must have no memory yet)."""
-    _echo(do_import(_project(ctx), file, quota=quota))
+    _echo(do_import(project_of(ctx), file, quota=quota))
 
 
 COMMANDS = (move_command, export_command, import_command)

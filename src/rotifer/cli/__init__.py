@@ -1,0 +1,13 @@
+"""The ``rotifer`` command (click).
+
+- :mod:`rotifer.cli.main`     -- the group, error reporting, ``init``, ``wrap``,
+  ``compile``, ``run``, ``test``
+- :mod:`rotifer.cli.agent`    -- ``agent create | list | run | update-genes`` and
+  ``agent memory list | delete``
+- :mod:`rotifer.cli.transfer` -- ``agent move | export | import``
+- :mod:`rotifer.cli.common`   -- what the commands share (finding the project,
+  reading ``--input``, printing tables and hints)
+
+Commands import the layers below them inside their bodies, so that
+``rotifer agent memory list`` does not pay for wasmtime or psycopg.
+"""

@@ -1,0 +1,259 @@
+"""``rotifer agent ...``: create, list, run and change agents; view and clear memory.
+
+An agent's memory belongs to the agent, not to its genes: ``update-genes``
+swaps the genes and leaves every entry where it is.  ``agent memory`` is the
+deployer's view (``list`` never prints values; ``delete`` works whatever the
+entries' access policies say and is audited as the deployer).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from . import common
+
+if TYPE_CHECKING:
+    from rotifer.agents.project import Project
+    from rotifer.memory import DataPolicy, MemoryEntry
+    from rotifer.memory.store import MemoryStore
+
+COMPOSITION_HELP = ("how the genes compose: seq (each gets the previous output), par (all "
+                    "get the input; a list of outputs), cond (predicate, then, else), try "
+                    "(first that succeeds)")
+
+
+@click.group("agent")
+def agent_group() -> None:
+    """Create, list and run agents; view and clear their memory."""
+
+
+def _gene_list(values: tuple[str, ...]) -> list[str]:
+    """``--genes a,b --genes c`` -> ``[a, b, c]`` (empty names are an error below)."""
+    return [name.strip() for value in values for name in value.split(",")]
+
+
+def _data_policy(path: Path | None) -> DataPolicy | None:
+    from rotifer.memory import DataPolicy
+    from rotifer.memory.errors import invalid
+
+    if path is None:
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise invalid(f"data policy file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise invalid(f"cannot read the data policy file {path}: {exc}") from None
+    except ValueError as exc:
+        raise invalid(f"data policy file {path} is not valid JSON: {exc}") from None
+    return DataPolicy.from_json(doc)
+
+
+@agent_group.command("create")
+@click.argument("name")
+@click.option("--genes", "genes", required=True, multiple=True, metavar="A[,B...]",
+              help="the agent's genes, in order (comma-separated or repeated)")
+@click.option("--composition", default="seq", show_default=True,
+              type=click.Choice(["seq", "par", "cond", "try"]), help=COMPOSITION_HELP)
+@click.option("--memory-quota", "quota", metavar="SIZE",
+              help="the memory quota: a number with KB, MB or GB (default 10MB)")
+@click.option("--data-policy", "policy_file", metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help='a JSON file {"maxRetentionDays": int|null, "anonymizationSupported": bool}')
+@click.pass_context
+def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], composition: str,
+                   quota: str | None, policy_file: Path | None) -> None:
+    """Create agent NAME from genes, with an empty memory of its own."""
+    from rotifer.agents.genome import Agents
+    from rotifer.memory import DEFAULT_QUOTA_BYTES, parse_size
+
+    project = common.project_of(ctx)
+    # Every option is checked before anything is created.
+    quota_bytes = DEFAULT_QUOTA_BYTES if quota is None else parse_size(quota)
+    policy = _data_policy(policy_file)
+    spec = Agents(project).create(name, _gene_list(genes), composition, quota_bytes, policy)
+    click.echo(f"Created agent '{spec.name}': genes {', '.join(spec.genes)} ({spec.composition}), "
+               f"memory quota {common.human_size(quota_bytes)}")
+
+
+@agent_group.command("update-genes")
+@click.argument("name")
+@click.option("--genes", "genes", required=True, multiple=True, metavar="A[,B...]",
+              help="the agent's new genes, in order")
+@click.option("--composition", default=None, type=click.Choice(["seq", "par", "cond", "try"]),
+              help="a new composition (default: unchanged)")
+@click.pass_context
+def update_genes_command(ctx: click.Context, name: str, genes: tuple[str, ...],
+                         composition: str | None) -> None:
+    """Replace the genes of agent NAME; its memory stays as it is."""
+    from rotifer.agents.genome import Agents
+
+    spec = Agents(common.project_of(ctx)).set_genes(name, _gene_list(genes), composition)
+    click.echo(f"Agent '{spec.name}' now has genes {', '.join(spec.genes)} ({spec.composition}); "
+               "its memory is unchanged")
+
+
+@agent_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+@click.pass_context
+def list_command(ctx: click.Context, as_json: bool) -> None:
+    """List the project's agents with their genes and memory use."""
+    from rotifer.agents.genome import Agents
+
+    project = common.project_of(ctx)
+    specs = Agents(project).list()
+    usage = _usage_of(project, [s.name for s in specs])
+    if as_json:
+        common.print_json([{**s.to_json(), "usedBytes": usage[s.name][0],
+                            "quotaBytes": usage[s.name][1]} for s in specs])
+        return
+    if not specs:
+        click.echo("No agents (create one with `rotifer agent create NAME --genes GENE`)")
+        return
+    rows = [[s.name, ",".join(s.genes), s.composition,
+             f"{common.human_size(usage[s.name][0])} / {common.human_size(usage[s.name][1])}"]
+            for s in specs]
+    for line in common.table(["NAME", "GENES", "COMPOSITION", "MEMORY"], rows):
+        click.echo(line)
+
+
+def _usage_of(project: Project, names: list[str]) -> dict[str, tuple[int, int]]:
+    """(used, quota) of each agent, opening each memory store once."""
+    by_url: dict[str | None, list[str]] = {}
+    for name in names:
+        by_url.setdefault(project.memory_url(name), []).append(name)
+    usage: dict[str, tuple[int, int]] = {}
+    for group in by_url.values():
+        with project.open_store(group[0]) as store:
+            for name in group:
+                usage[name] = _agent_usage(store, name)
+    return usage
+
+
+def _agent_usage(store: MemoryStore, name: str) -> tuple[int, int]:
+    from rotifer.memory.errors import storage
+
+    if not store.has_agent(name):
+        raise storage(f"agent '{name}' has no memory in {_where(store)} (was it moved or "
+                      "its store replaced?)")
+    return store.usage(name)
+
+
+def _where(store: MemoryStore) -> str:
+    from rotifer.memory.transfer import describe
+
+    return describe(store)
+
+
+@agent_group.command("run")
+@click.argument("name")
+@click.option("--input", "input_text", required=True, metavar="JSON", help=common.INPUT_HELP)
+@click.pass_context
+def run_command(ctx: click.Context, name: str, input_text: str) -> None:
+    """Run agent NAME on the input and print its output JSON."""
+    from rotifer.agents.run import run_agent
+
+    project = common.project_of(ctx)
+    value = common.parse_input(input_text)
+    hints: list[str] = []
+    try:
+        output = run_agent(project, name, value, hints=hints, log_sink=common.log_sink)
+    finally:
+        for h in hints:
+            common.hint(h)
+    common.print_json(output)
+
+
+# -- agent memory ---------------------------------------------------------------
+
+
+@agent_group.group("memory")
+def memory_group() -> None:
+    """View and clear an agent's memory (as its deployer)."""
+
+
+def _entry_json(entry: MemoryEntry) -> dict[str, Any]:
+    """An entry without its value (the deployer's list never shows values)."""
+    doc = entry.to_json()
+    doc.pop("value", None)
+    doc["size"] = entry.size
+    return doc
+
+
+def _creator(entry: MemoryEntry, names: dict[str, str]) -> str:
+    gene = names.get(entry.created_by)
+    short = entry.created_by[:15]
+    return f"{short}… ({gene})" if gene else f"{short}…"
+
+
+@memory_group.command("list")
+@click.argument("name")
+@click.option("--category", default=None, metavar="C",
+              help="only this category (PREFERENCE, PATTERN, CONTEXT, CACHE)")
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+@click.pass_context
+def memory_list_command(ctx: click.Context, name: str, category: str | None,
+                        as_json: bool) -> None:
+    """List the entries of agent NAME: key, category, size, creator, last update.
+
+    Values are never printed.  SIZE is the bytes the entry counts against the
+    quota (its key plus its value, UTF-8).
+    """
+    from rotifer.agents.genome import Agents
+
+    project = common.project_of(ctx)
+    Agents(project).get(name)
+    with project.open_store(name) as store:
+        used, quota = _agent_usage(store, name)  # purges what has expired first
+        entries = sorted(store.deployer(name).list(category), key=lambda e: e.key)
+    if as_json:
+        common.print_json({"agent": name, "usedBytes": used, "quotaBytes": quota,
+                           "entries": [_entry_json(e) for e in entries]})
+        return
+    names = {gid: str(info.get("name", "")) for gid, info in project.registry().entries().items()}
+    rows = [[e.key, e.category.value, str(e.size), _creator(e, names), e.to_json()["updatedAt"]]
+            for e in entries]
+    if rows:
+        for line in common.table(["KEY", "CATEGORY", "SIZE", "CREATED BY", "UPDATED"], rows):
+            click.echo(line)
+    else:
+        click.echo("No entries" + (f" in {category.upper()}" if category else ""))
+    percent = 100 * used / quota
+    click.echo(f"Usage: {common.human_size(used)} of {common.human_size(quota)} "
+               f"({percent:.1f}%), {common.plural(len(entries), 'entry', 'entries')}"
+               + (f" in {category.upper()}" if category else ""))
+
+
+@memory_group.command("delete")
+@click.argument("name")
+@click.option("--key", default=None, metavar="K", help="remove the entry with this key")
+@click.option("--category", default=None, metavar="C", help="remove every entry of this category")
+@click.pass_context
+def memory_delete_command(ctx: click.Context, name: str, key: str | None,
+                          category: str | None) -> None:
+    """Remove one entry by key, or every entry of a category, whatever their policies."""
+    from rotifer.agents.genome import Agents
+
+    if (key is None) == (category is None):
+        raise click.UsageError("give exactly one of --key or --category")
+    project = common.project_of(ctx)
+    Agents(project).get(name)
+    with project.open_store(name) as store:
+        _agent_usage(store, name)
+        deployer = store.deployer(name)
+        removed = deployer.delete_key(key) if key is not None else \
+            deployer.delete_category(category or "")
+    click.echo(f"Removed {common.plural(removed, 'entry', 'entries')}")
+
+
+def _register_transfer() -> None:
+    from .transfer import register
+
+    register(agent_group)
+
+
+_register_transfer()

@@ -1,0 +1,94 @@
+"""What the commands share: the project, ``--input`` JSON, tables, hints, sizes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from rotifer.agents.project import Project
+
+
+INPUT_HELP = "the input as JSON (- reads stdin, @FILE reads a file)"
+
+
+def project_of(ctx: click.Context) -> Project:
+    """The project a command acts on: ``--project`` of the main group, else
+    ``$ROTIFER_PROJECT``, else the nearest ``.rotifer/`` upward."""
+    from rotifer.agents.project import Project
+
+    obj = ctx.find_object(dict)
+    explicit = obj.get("project") if obj is not None else None
+    return Project.find(Path(explicit) if explicit is not None else None)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_input(text: str) -> Any:
+    """The ``--input`` argument as a JSON value; INVALID_INPUT when it is not JSON.
+
+    ``-`` reads the JSON from stdin, ``@FILE`` from a file.
+    """
+    from rotifer.genes.errors import InvalidInput
+
+    source = "--input"
+    if text == "-":
+        text, source = sys.stdin.read(), "stdin"
+    elif text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text, source = path.read_text(encoding="utf-8"), str(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInput(f"cannot read the input file {path}: {exc}") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{source} is not valid JSON: {exc}") from None
+
+
+def print_json(value: Any) -> None:
+    """A gene's output: one line of JSON on stdout."""
+    click.echo(json.dumps(value, ensure_ascii=False))
+
+
+def hint(text: str) -> None:
+    click.echo(f"hint: {text}", err=True)
+
+
+def log_sink(gene: str, line: str) -> None:
+    """Where ``ctx.log`` lines of a gene go: stderr, prefixed by the gene's name."""
+    click.echo(f"[{gene}] {line}", err=True)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns separated by two spaces (plain text a script can split)."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def human_size(n: int) -> str:
+    """Bytes as the quota option spells them (1 KB = 1024 B)."""
+    if n < 1024:
+        return f"{n} B"
+    for unit, factor in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if n >= factor:
+            value = n / factor
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    raise AssertionError  # pragma: no cover
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    return f"{count} {singular if count == 1 else plural_form or singular + 's'}"

@@ -1,0 +1,179 @@
+"""``rotifer``: the command line.
+
+Every error a user can cause ends as one line ``CODE: message`` on stderr and
+a non-zero exit status (1; 2 for a wrong command line; 130 when interrupted),
+never as a Python traceback.  ``ROTIFER_DEBUG=1`` shows the traceback of an
+unexpected error, for bug reports.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import common
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.option("--project", "project", metavar="DIR",
+              type=click.Path(file_okay=False, path_type=Path),
+              help="the project folder (default: $ROTIFER_PROJECT, else the nearest folder "
+                   "upward holding .rotifer/)")
+@click.version_option(package_name="rotifer", prog_name="rotifer")
+@click.pass_context
+def cli(ctx: click.Context, project: Path | None) -> None:
+    """Rotifer: agents built from genes, with a memory of their own."""
+    ctx.ensure_object(dict)
+    ctx.obj["project"] = project
+
+
+@cli.command("init")
+@click.argument("directory", required=False, default=".",
+                type=click.Path(file_okay=False, path_type=Path))
+def init_command(directory: Path) -> None:
+    """Make DIR/.rotifer/ and DIR/genes/ (DIR defaults to the current folder)."""
+    from rotifer.agents.project import Project
+
+    project = Project.init(directory)
+    click.echo(f"Initialized rotifer project in {project.root}")
+
+
+def _print_ids(gene: Any) -> None:
+    click.echo(f"Gene ID (v2): {gene.v2_id}")
+    click.echo(f"Gene ID (v1): {gene.v1_id}")
+
+
+@cli.command("wrap")
+@click.argument("gene")
+@click.pass_context
+def wrap_command(ctx: click.Context, gene: str) -> None:
+    """Check genes/GENE and record its v2 id, which gives it memory access."""
+    from rotifer.agents.build import wrap_gene
+
+    wrapped = wrap_gene(common.project_of(ctx), gene)
+    click.echo(f"Wrapped gene '{wrapped.name}' ({wrapped.kind}, domain {wrapped.domain}, "
+               f"{wrapped.code_file.name})")
+    _print_ids(wrapped)
+
+
+@cli.command("compile")
+@click.argument("gene")
+@click.pass_context
+def compile_command(ctx: click.Context, gene: str) -> None:
+    """Compile genes/GENE/gene.wat to gene.wasm (if any) and record its v2 id."""
+    from rotifer.agents.build import compile_gene
+
+    project = common.project_of(ctx)
+    had_wat = (project.genes_dir / gene / "gene.wat").is_file()
+    compiled = compile_gene(project, gene)
+    what = "gene.wat -> gene.wasm" if had_wat else compiled.code_file.name
+    click.echo(f"Compiled gene '{compiled.name}' ({compiled.kind}, domain {compiled.domain}, "
+               f"{what})")
+    _print_ids(compiled)
+
+
+@cli.command("run")
+@click.argument("gene")
+@click.option("--input", "input_text", required=True, metavar="JSON", help=common.INPUT_HELP)
+@click.pass_context
+def run_command(ctx: click.Context, gene: str, input_text: str) -> None:
+    """Run GENE alone and print its output; every memory call is refused."""
+    from rotifer.agents.run import run_gene
+
+    project = common.project_of(ctx)
+    value = common.parse_input(input_text)
+    common.print_json(run_gene(project, gene, value, log_sink=common.log_sink))
+
+
+@cli.command("test")
+@click.argument("gene")
+@click.pass_context
+def test_command(ctx: click.Context, gene: str) -> None:
+    """Run the cases of genes/GENE/tests.json on an empty, temporary memory."""
+    from rotifer.agents.run import test_gene
+    from rotifer.genes.errors import RotiferError
+
+    report = test_gene(common.project_of(ctx), gene, log_sink=common.log_sink)
+    for h in report.hints:
+        common.hint(h)
+    for case in report.cases:
+        click.echo(f"PASS  {case.name}" if case.passed else f"FAIL  {case.name}: {case.detail}")
+    failed = sum(not c.passed for c in report.cases)
+    click.echo(f"{len(report.cases) - failed} passed, {failed} failed")
+    if failed:
+        raise RotiferError(f"{common.plural(failed, 'case')} of {len(report.cases)} failed "
+                           f"for gene '{report.gene}'", code="TESTS_FAILED")
+
+
+def _register_subcommands() -> None:
+    from .agent import agent_group
+
+    cli.add_command(agent_group)
+
+
+_register_subcommands()
+
+
+# -- running and reporting errors -------------------------------------------------
+
+
+def _report(code: str, message: str, status: int) -> int:
+    click.echo(f"{code}: {message}", err=True)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return (and exit with) its status."""
+    status = run(argv)
+    sys.exit(status)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """The command line without exiting: the exit status."""
+    from rotifer.genes.errors import RotiferError
+    from rotifer.memory.errors import MemoryError
+
+    try:
+        cli.main(args=argv, prog_name="rotifer", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        return _report("INTERRUPTED", "aborted", 130)
+    except click.UsageError as exc:
+        where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        return _report("USAGE_ERROR", exc.format_message() + where, 2)
+    except click.ClickException as exc:
+        return _report("USAGE_ERROR", exc.format_message(), exc.exit_code or 1)
+    except (RotiferError, MemoryError) as exc:
+        click.echo(str(exc), err=True)  # both print as "CODE: message"
+        return 1
+    except KeyboardInterrupt:
+        return _report("INTERRUPTED", "interrupted", 130)
+    except BrokenPipeError:
+        # Output piped into e.g. `head`, which exited: nothing more to say.
+        _silence_stdout()
+        return 1
+    except Exception as exc:
+        if os.environ.get("ROTIFER_DEBUG"):
+            raise
+        return _report("INTERNAL_ERROR", f"{type(exc).__name__}: {exc} (this is a bug in "
+                       "rotifer; rerun with ROTIFER_DEBUG=1 for the traceback)", 1)
+    return 0
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:  # pragma: no cover
+        pass
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

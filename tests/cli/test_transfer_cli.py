@@ -1,0 +1,230 @@
+"""``rotifer agent move | export | import`` through real subprocesses, on real
+SQLite files and the real PostgreSQL server of tests/memory/conftest.py.
+
+The memory layer's guarantees are tested in tests/memory/test_transfer.py;
+here: the commands pick the right stores, record the binding, print what
+happened, and turn every refusal into ``CODE: message`` on stderr with a
+non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rotifer.memory import Category, MemoryStore
+from tests.memory.conftest import pg_fresh_url, pg_schemas, pg_url  # noqa: F401  (fixtures)
+
+PG = pytest.mark.postgres
+
+GENE = '''
+def express(input, ctx):
+    for key, value, category in input.get("writes", []):
+        ctx.memory.write_memory(key, value.encode(), category)
+    read = {}
+    for key in input.get("reads", []):
+        entry = ctx.memory.read_memory(key)
+        read[key] = None if entry is None else entry.value.decode()
+    return {"read": read}
+'''
+PHENOTYPE = {"name": "memo", "domain": "memo", "version": "1.0.0", "fidelity": "Wrapped",
+             "inputSchema": {}, "outputSchema": {}}
+WRITES = [["memo/pref", "tabs", "PREFERENCE"], ["memo/pattern", "p" * 10, "PATTERN"],
+          ["memo/context", "ctx", "CONTEXT"], ["memo/cache", "c" * 50, "CACHE"]]
+KEYS = [w[0] for w in WRITES]
+
+
+def rotifer_command() -> list[str]:
+    script = Path(sys.executable).with_name("rotifer")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from rotifer.cli.main import main; main()"]
+
+
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("ROTIFER_MEMORY_URL", "ROTIFER_PROJECT")}
+    base["ROTIFER_TELEMETRY"] = "0"
+    base.update(env or {})
+    return subprocess.run([*rotifer_command(), *args], cwd=cwd, env=base, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def ok(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    done = run(cwd, *args, env=env)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def refused(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None) -> str:
+    done = run(cwd, *args, env=env)
+    assert done.returncode != 0, (args, done.stdout)
+    assert done.stderr.strip().splitlines()[-1].startswith(f"{code}: "), done.stderr
+    return done.stderr
+
+
+def copy_spec(source: Path, destination: Path, name: str = "bot") -> None:
+    """Copy an agent's spec file, as the docs tell a user to before an import."""
+    (destination / ".rotifer" / "agents").mkdir(exist_ok=True)
+    shutil.copy(source / ".rotifer" / "agents" / f"{name}.json", destination / ".rotifer" / "agents")
+
+
+def make_project(root: Path) -> Path:
+    ok(root.parent, "init", str(root))
+    gene = root / "genes" / "memo"
+    gene.mkdir(parents=True)
+    (gene / "phenotype.json").write_text(json.dumps(PHENOTYPE))
+    (gene / "gene.py").write_text(GENE)
+    ok(root, "wrap", "memo")
+    return root
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    """A project with agent ``bot`` whose memory holds one entry per category."""
+    root = make_project(tmp_path / "proj")
+    ok(root, "agent", "create", "bot", "--genes", "memo", "--memory-quota", "4KB")
+    ok(root, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES}))
+    return root
+
+
+def reads(root: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    out = ok(root, "agent", "run", "bot", "--input", json.dumps({"reads": KEYS}), env=env)
+    result: dict[str, Any] = json.loads(out)["read"]
+    return result
+
+
+def spec(root: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((root / ".rotifer" / "agents" / "bot.json").read_text())
+    return data
+
+
+def audit(root: Path) -> list[dict[str, Any]]:
+    path = root / ".rotifer" / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def entries(root: Path, url: str | None = None) -> dict[str, tuple[str, str, str]]:
+    """key -> (category, createdBy, createdAt), read straight from the store."""
+    with MemoryStore.open(root / ".rotifer", url) as store:
+        if not store.has_agent("bot"):
+            return {}
+        return {e.key: (e.category.value, e.created_by, e.created_at)
+                for e in store.deployer("bot").list()}
+
+
+ALL = {"memo/pref": "tabs", "memo/pattern": "p" * 10, "memo/context": "ctx",
+       "memo/cache": "c" * 50}
+NO_CACHE = {**ALL, "memo/cache": None}
+
+
+@PG
+def test_move_to_postgres_and_back(proj: Path, pg_fresh_url: str) -> None:  # noqa: F811
+    before = entries(proj)
+    out = ok(proj, "agent", "move", "bot", "--to", pg_fresh_url)
+    assert "Moved agent 'bot': 3 entries" in out and "1 CACHE entry (" in out
+    assert "postgresql:" in out
+    assert spec(proj)["memoryUrl"] == pg_fresh_url
+    assert entries(proj) == {}  # gone from the project's SQLite file
+    moved = entries(proj, pg_fresh_url)
+    assert moved == {k: v for k, v in before.items() if v[0] != Category.CACHE.value}
+    assert reads(proj) == NO_CACHE  # the agent now runs against PostgreSQL
+    actions = [line["action"] for line in audit(proj)]
+    assert actions.count("move") == 1 and actions.count("move_out") == 3
+    assert actions.count("move_drop") == 1 and actions.count("import_agent") == 1
+
+    back = f"sqlite:{proj / '.rotifer' / 'playground.db'}"
+    ok(proj, "agent", "move", "bot", "--to", back)
+    assert spec(proj).get("memoryUrl") is None  # the project's own store: no binding
+    assert entries(proj, pg_fresh_url) == {}
+    assert entries(proj) == moved
+    assert reads(proj) == NO_CACHE
+
+
+@PG
+def test_move_keep_cache_and_relative_sqlite_paths(proj: Path, pg_fresh_url: str  # noqa: F811
+                                                   ) -> None:
+    ok(proj, "agent", "move", "bot", "--to", pg_fresh_url, "--keep-cache")
+    assert reads(proj) == ALL
+    ok(proj, "agent", "move", "bot", "--to", "sqlite:elsewhere.db", "--keep-cache")
+    assert spec(proj)["memoryUrl"] == f"sqlite:{(proj / 'elsewhere.db').resolve()}"
+    sub = proj / "genes"
+    assert reads(sub) == ALL  # the binding does not depend on the working folder
+
+
+def test_export_then_import_into_another_project(proj: Path, tmp_path: Path) -> None:
+    before = entries(proj)
+    out = ok(proj, "agent", "export", "bot", "bot.json")
+    assert "Exported agent 'bot': 3 entries" in out and "Checksum (sha256): " in out
+    assert entries(proj) == before  # an export is a copy
+    assert [line["action"] for line in audit(proj)][-1] == "export"
+
+    other = make_project(tmp_path / "other")
+    refused(other, "AGENT_NOT_FOUND", "agent", "import", str(proj / "bot.json"))
+    copy_spec(proj, other)
+    out = ok(other, "agent", "import", str(proj / "bot.json"))
+    assert "Imported agent 'bot': 3 entries" in out
+    assert entries(other) == {k: v for k, v in before.items() if v[0] != "CACHE"}
+    assert reads(other) == NO_CACHE
+    assert [line["action"] for line in audit(other)][:4] == [
+        "import_agent", "import", "import", "import"]
+    # Importing again would merge: refused, nothing changed.
+    refused(other, "MEMORY_INVALID_INPUT", "agent", "import", str(proj / "bot.json"))
+    assert reads(other) == NO_CACHE
+
+
+def test_export_keep_cache(proj: Path, tmp_path: Path) -> None:
+    ok(proj, "agent", "export", "bot", str(tmp_path / "all.json"), "--keep-cache")
+    data = json.loads((tmp_path / "all.json").read_text())
+    assert data["counts"] == {"PREFERENCE": 1, "PATTERN": 1, "CONTEXT": 1, "CACHE": 1}
+
+
+def test_import_refuses_a_damaged_file(proj: Path, tmp_path: Path) -> None:
+    ok(proj, "agent", "export", "bot", "bot.json")
+    other = make_project(tmp_path / "other")
+    copy_spec(proj, other)
+    data = json.loads((proj / "bot.json").read_text())
+    data["entries"][0]["entry"]["value"] = "dGFtcGVyZWQ="
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    err = refused(other, "MEMORY_INVALID_INPUT", "agent", "import", str(tmp_path / "bad.json"))
+    assert "checksum" in err
+    (tmp_path / "junk.json").write_text("not json")
+    refused(other, "MEMORY_INVALID_INPUT", "agent", "import", str(tmp_path / "junk.json"))
+    refused(other, "MEMORY_INVALID_INPUT", "agent", "import", str(tmp_path / "missing.json"))
+    assert entries(other) == {}
+
+
+def test_refusals_change_nothing(proj: Path, tmp_path: Path) -> None:
+    before = entries(proj)
+    dest = f"sqlite:{tmp_path / 'dest.db'}"
+    refused(proj, "AGENT_NOT_FOUND", "agent", "move", "nobody", "--to", dest)
+    refused(proj, "AGENT_NOT_FOUND", "agent", "export", "nobody", "x.json")
+    refused(proj, "MEMORY_INVALID_INPUT", "agent", "move", "bot", "--to", dest,
+            env={"ROTIFER_MEMORY_URL": dest})
+    refused(proj, "MEMORY_QUOTA_EXCEEDED", "agent", "move", "bot", "--to", dest,
+            "--memory-quota", "0.04KB")  # 40 bytes; the carried entries need 50
+    refused(proj, "MEMORY_INVALID_INPUT", "agent", "move", "bot", "--to", dest,
+            "--memory-quota", "lots")
+    refused(proj, "MEMORY_STORAGE_ERROR", "agent", "move", "bot", "--to", "mysql://x/y")
+    # The destination already holds a memory for bot: an import or move never merges.
+    with MemoryStore.open(tmp_path / "dest-rot", dest) as store:
+        store.create_agent("bot")
+    refused(proj, "MEMORY_INVALID_INPUT", "agent", "move", "bot", "--to", dest)
+    assert entries(proj) == before and spec(proj).get("memoryUrl") is None
+    assert not any(line["action"] in ("move", "import_agent") for line in audit(proj))
+    assert reads(proj) == ALL
+
+
+def test_move_with_a_new_quota(proj: Path, tmp_path: Path) -> None:
+    dest = f"sqlite:{tmp_path / 'dest.db'}"
+    ok(proj, "agent", "move", "bot", "--to", dest, "--memory-quota", "1KB")
+    with MemoryStore.open(tmp_path / "dest-rot", dest) as store:
+        assert store.usage("bot")[1] == 1024
