@@ -9,6 +9,7 @@ unexpected error, for bug reports.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -123,8 +124,22 @@ _register_subcommands()
 # -- running and reporting errors -------------------------------------------------
 
 
+#: A line of a caret diagram (wasmtime's ``   |``, `` 2 |``, ``   | ^``): no words.
+_DECORATION = re.compile(r"^[\s\d|^~-]*$")
+
+
+def one_line(message: str) -> str:
+    """A message as the single line ``CODE: message`` must be: the lines of a
+    multi-line message (a parser's error with its caret diagram) are joined,
+    their runs of blanks squeezed, and the lines that only draw the diagram dropped."""
+    lines = message.splitlines() or [""]
+    parts = [lines[0].strip()] + [" ".join(line.split()) for line in lines[1:]
+                                  if not _DECORATION.match(line)]
+    return " ".join(p for p in parts if p)
+
+
 def _report(code: str, message: str, status: int) -> int:
-    click.echo(f"{code}: {message}", err=True)
+    click.echo(f"{code}: {one_line(message)}", err=True)
     return status
 
 
@@ -151,7 +166,7 @@ def run(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         return _report("USAGE_ERROR", exc.format_message(), exc.exit_code or 1)
     except (RotiferError, MemoryError) as exc:
-        click.echo(str(exc), err=True)  # both print as "CODE: message"
+        click.echo(one_line(str(exc)), err=True)  # both print as "CODE: message"
         return 1
     except KeyboardInterrupt:
         return _report("INTERRUPTED", "interrupted", 130)
