@@ -10,10 +10,6 @@ non-zero exit status.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +17,8 @@ import pytest
 
 from rotifer.memory import Category, MemoryStore
 from tests.memory.conftest import pg_fresh_url, pg_schemas, pg_url  # noqa: F401  (fixtures)
+
+from .helpers import audit, copy_spec, init_project, ok, refused
 
 PG = pytest.mark.postgres
 
@@ -41,44 +39,8 @@ WRITES = [["memo/pref", "tabs", "PREFERENCE"], ["memo/pattern", "p" * 10, "PATTE
 KEYS = [w[0] for w in WRITES]
 
 
-def rotifer_command() -> list[str]:
-    script = Path(sys.executable).with_name("rotifer")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "from rotifer.cli.main import main; main()"]
-
-
-def run(cwd: Path, *args: str, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("ROTIFER_MEMORY_URL", "ROTIFER_PROJECT")}
-    base["ROTIFER_TELEMETRY"] = "0"
-    base.update(env or {})
-    return subprocess.run([*rotifer_command(), *args], cwd=cwd, env=base, capture_output=True,
-                          text=True, timeout=120, check=False)
-
-
-def ok(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    done = run(cwd, *args, env=env)
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
-
-
-def refused(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None) -> str:
-    done = run(cwd, *args, env=env)
-    assert done.returncode != 0, (args, done.stdout)
-    assert done.stderr.strip().splitlines()[-1].startswith(f"{code}: "), done.stderr
-    return done.stderr
-
-
-def copy_spec(source: Path, destination: Path, name: str = "bot") -> None:
-    """Copy an agent's spec file, as the docs tell a user to before an import."""
-    (destination / ".rotifer" / "agents").mkdir(exist_ok=True)
-    shutil.copy(source / ".rotifer" / "agents" / f"{name}.json", destination / ".rotifer" / "agents")
-
-
 def make_project(root: Path) -> Path:
-    ok(root.parent, "init", str(root))
+    init_project(root)
     gene = root / "genes" / "memo"
     gene.mkdir(parents=True)
     (gene / "phenotype.json").write_text(json.dumps(PHENOTYPE))
@@ -105,11 +67,6 @@ def reads(root: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
 def spec(root: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((root / ".rotifer" / "agents" / "bot.json").read_text())
     return data
-
-
-def audit(root: Path) -> list[dict[str, Any]]:
-    path = root / ".rotifer" / "audit.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def entries(root: Path, url: str | None = None) -> dict[str, tuple[str, str, str]]:

@@ -1,0 +1,1 @@
+"""The rotifer command line, through real subprocesses of the console script."""

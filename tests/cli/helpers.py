@@ -1,0 +1,137 @@
+"""Running the real ``rotifer`` console script in subprocesses, on temporary projects.
+
+Every test in tests/cli goes through :func:`run`: a fresh process, a clean
+environment (no ``ROTIFER_PROJECT`` or ``ROTIFER_MEMORY_URL`` from the caller,
+telemetry off), the working folder the test chooses.  :func:`refused` checks
+what every refusal must look like: the right exit status, no traceback, and a
+last stderr line ``CODE: message``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rotifer.memory import MemoryStore
+from tests.genes.helpers import write_gene, write_wat_gene
+
+#: What the last stderr line of every refusal looks like.
+ERROR_LINE = re.compile(r"^[A-Z_]+: \S")
+V2_LINE = re.compile(r"^Gene ID \(v2\): (v2:[0-9a-f]{64})$", re.MULTILINE)
+
+
+def rotifer_command() -> list[str]:
+    script = Path(sys.executable).with_name("rotifer")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from rotifer.cli.main import main; main()"]
+
+
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("ROTIFER_MEMORY_URL", "ROTIFER_PROJECT", "ROTIFER_DEBUG")}
+    base["ROTIFER_TELEMETRY"] = "0"
+    base.update(env or {})
+    return subprocess.run([*rotifer_command(), *args], cwd=cwd, env=base, capture_output=True,
+                          text=True, timeout=120, check=False,
+                          input=stdin if stdin is not None else "")
+
+
+def ok(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+       ) -> str:
+    done = run(cwd, *args, env=env, stdin=stdin)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.stdout
+
+
+def refused(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None,
+            stdin: str | None = None) -> str:
+    """Run a command that must fail with ``code``; its stderr.
+
+    Exit status 2 for a wrong command line (USAGE_ERROR), else 1; never a
+    traceback; the last stderr line is ``CODE: message``."""
+    done = run(cwd, *args, env=env, stdin=stdin)
+    expected = 2 if code == "USAGE_ERROR" else 1
+    assert done.returncode == expected, (args, done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines, (args, done.stdout)
+    assert ERROR_LINE.match(lines[-1]), done.stderr
+    assert lines[-1].startswith(f"{code}: "), done.stderr
+    return done.stderr
+
+
+def last_line(stderr: str) -> str:
+    return stderr.strip().splitlines()[-1]
+
+
+def init_project(root: Path) -> Path:
+    """``rotifer init ROOT`` (run from ROOT's parent); returns ROOT."""
+    ok(root.parent, "init", str(root))
+    return root
+
+
+def add_gene(root: Path, name: str, code: str | bytes, *, file: str = "gene.py",
+             domain: str = "formatter", **extra: Any) -> Path:
+    """Write ``genes/NAME`` (phenotype and one code file) into the project at ROOT."""
+    return write_gene(root / "genes", name, code, file=file, domain=domain, **extra)
+
+
+def add_wat_gene(root: Path, name: str, fixture: str, *, domain: str = "formatter") -> Path:
+    """``genes/NAME/gene.wat``, a copy of tests/wasm/genes/FIXTURE.wat."""
+    return write_wat_gene(root / "genes", name, fixture, domain=domain)
+
+
+def v2_of(stdout: str) -> str:
+    """The id in the ``Gene ID (v2): v2:<64 hex>`` line (exactly one such line)."""
+    found = V2_LINE.findall(stdout)
+    assert len(found) == 1, stdout
+    return str(found[0])
+
+
+def wrap(root: Path, name: str) -> str:
+    """``rotifer wrap NAME``; the v2 id it printed."""
+    return v2_of(ok(root, "wrap", name))
+
+
+def audit(root: Path) -> list[dict[str, Any]]:
+    path = root / ".rotifer" / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def spec_path(root: Path, name: str) -> Path:
+    return root / ".rotifer" / "agents" / f"{name}.json"
+
+
+def copy_spec(source: Path, destination: Path, name: str = "bot") -> None:
+    """Copy an agent's spec file, as the docs tell a user to before an import."""
+    (destination / ".rotifer" / "agents").mkdir(exist_ok=True)
+    shutil.copy(spec_path(source, name), destination / ".rotifer" / "agents")
+
+
+def agent_list(root: Path) -> list[dict[str, Any]]:
+    """``rotifer agent list --json``."""
+    data: list[dict[str, Any]] = json.loads(ok(root, "agent", "list", "--json"))
+    return data
+
+
+def store_agents(root: Path, url: str | None = None) -> list[str]:
+    """The agents that have a memory in the project's store, read straight from it."""
+    with MemoryStore.open(root / ".rotifer", url) as store:
+        return store.agents()
+
+
+def assert_not_created(root: Path, name: str) -> None:
+    """No trace of agent NAME: not listed, no spec file, no memory, no audit line."""
+    assert name not in [a["name"] for a in agent_list(root)]
+    assert not spec_path(root, name).exists()
+    assert name not in store_agents(root)
+    assert not [line for line in audit(root) if line.get("agent") == name]
