@@ -129,9 +129,11 @@ def store_agents(root: Path, url: str | None = None) -> list[str]:
         return store.agents()
 
 
-def assert_not_created(root: Path, name: str) -> None:
-    """No trace of agent NAME: not listed, no spec file, no memory, no audit line."""
-    assert name not in [a["name"] for a in agent_list(root)]
+def assert_not_created(root: Path, name: str, *, listing: bool = True) -> None:
+    """No trace of agent NAME: no spec file, no memory, no audit line, and (with
+    ``listing``, one more subprocess) not in ``rotifer agent list``."""
+    if listing:
+        assert name not in [a["name"] for a in agent_list(root)]
     assert not spec_path(root, name).exists()
     assert name not in store_agents(root)
     assert not [line for line in audit(root) if line.get("agent") == name]
