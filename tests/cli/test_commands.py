@@ -393,3 +393,24 @@ def test_no_value_in_error_messages(proj: Path) -> None:
     secret = "s3cr3t-" + "z" * 20
     err = refused(proj, "INVALID_INPUT", "run", "reject", "--input", json.dumps({"k": secret}))
     assert secret not in err and base64.b64encode(secret.encode()).decode() not in err
+
+
+def test_help_and_version(tmp_path: Path) -> None:
+    out = ok(tmp_path, "--help")
+    for command in ["init", "wrap", "compile", "run", "test", "agent"]:
+        assert f"  {command} " in out
+    agent = ok(tmp_path, "agent", "--help")
+    for command in ["create", "list", "run", "update-genes", "memory"]:
+        assert f"  {command} " in agent
+    assert "--memory-quota" in ok(tmp_path, "agent", "create", "--help")
+    assert ok(tmp_path, "--version").startswith("rotifer, version ")
+
+
+def test_messages_are_folded_into_one_line() -> None:
+    from rotifer.cli.main import one_line
+
+    diagram = "bad WAT: expected `)`\n     --> <anon>:2:1\n      |\n    2 |\n      | ^"
+    assert one_line(diagram) == "bad WAT: expected `)` --> <anon>:2:1"
+    assert one_line("first\n  2 | (module  (func\n  second   part ") == (
+        "first 2 | (module (func second part")
+    assert one_line("plain") == "plain" and one_line("") == ""
