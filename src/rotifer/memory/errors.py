@@ -52,3 +52,9 @@ def denied(message: str) -> MemoryError:
 
 def storage(message: str) -> MemoryError:
     return MemoryError(ErrorCode.STORAGE_ERROR, message)
+
+
+def damaged(what: str, problem: object) -> MemoryError:
+    """A stored row that cannot be decoded: the database is damaged (or was edited)."""
+    return storage(f"the memory database holds {what} that cannot be read, so it is "
+                   f"damaged: {problem}")

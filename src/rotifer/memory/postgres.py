@@ -73,7 +73,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 
 from .backend import AgentRecord, Brief, Row, prefix_upper_bound
-from .errors import storage
+from .errors import MemoryError, damaged, storage
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -195,13 +195,16 @@ def row_params(row: Row) -> tuple[Any, ...]:
 
 
 def make_row(r: tuple[Any, ...]) -> Row:
-    return Row(
-        agent_id=r[0], key=r[1], category=Category(r[2]), value=bytes(r[3]), created_by=r[4],
-        creator_domain=r[5], last_accessed_by=r[6], created_us=r[7], updated_us=r[8],
-        access=AccessPolicy(Scope(r[9]), Scope(r[10]), SharePolicy(r[11])),
-        retention=None if r[12] is None else RetentionPolicy.parse(r[12]),
-        expires_us=r[13], seq=r[14],
-    )
+    try:
+        return Row(
+            agent_id=r[0], key=r[1], category=Category(r[2]), value=bytes(r[3]),
+            created_by=r[4], creator_domain=r[5], last_accessed_by=r[6], created_us=r[7],
+            updated_us=r[8], access=AccessPolicy(Scope(r[9]), Scope(r[10]), SharePolicy(r[11])),
+            retention=None if r[12] is None else RetentionPolicy.parse(r[12]),
+            expires_us=r[13], seq=r[14],
+        )
+    except (ValueError, TypeError, MemoryError) as exc:  # e.g. a retention edited by hand
+        raise damaged(f"an entry {r[1]!r}", exc) from None
 
 
 def make_brief(r: tuple[Any, ...]) -> Brief:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import AgentRecord, Brief, Row, prefix_upper_bound
-from .errors import MemoryError, storage
+from .errors import MemoryError, damaged, storage
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
 SCHEMA = """
@@ -89,18 +89,36 @@ def row_params(row: Row) -> tuple[Any, ...]:
     )
 
 
+# Rows are decoded defensively: a damaged or hand-edited file (an unknown
+# category, a retention that is not JSON, a value stored as text) is
+# MEMORY_STORAGE_ERROR, never a ValueError escaping into a gene.
+_UNREADABLE = (ValueError, TypeError, MemoryError)
+
+
+def _blob(value: object) -> bytes:
+    if not isinstance(value, bytes | memoryview):
+        raise TypeError(f"the value is stored as {type(value).__name__}, not as a BLOB")
+    return bytes(value)
+
+
 def make_row(r: tuple[Any, ...]) -> Row:
-    return Row(
-        agent_id=r[0], key=r[1], category=Category(r[2]), value=bytes(r[3]), created_by=r[4],
-        creator_domain=r[5], last_accessed_by=r[6], created_us=r[7], updated_us=r[8],
-        access=AccessPolicy(Scope(r[9]), Scope(r[10]), SharePolicy(r[11])),
-        retention=retention_from_text(r[12]), expires_us=r[13], seq=r[14],
-    )
+    try:
+        return Row(
+            agent_id=r[0], key=r[1], category=Category(r[2]), value=_blob(r[3]),
+            created_by=r[4], creator_domain=r[5], last_accessed_by=r[6], created_us=r[7],
+            updated_us=r[8], access=AccessPolicy(Scope(r[9]), Scope(r[10]), SharePolicy(r[11])),
+            retention=retention_from_text(r[12]), expires_us=r[13], seq=r[14],
+        )
+    except _UNREADABLE as exc:
+        raise damaged(f"an entry {r[1]!r}", exc) from None
 
 
 def make_brief(r: tuple[Any, ...]) -> Brief:
-    return Brief(key=r[0], category=Category(r[1]), size=r[2], updated_us=r[3], seq=r[4],
-                 created_by=r[5])
+    try:
+        return Brief(key=r[0], category=Category(r[1]), size=r[2], updated_us=r[3], seq=r[4],
+                     created_by=r[5])
+    except _UNREADABLE as exc:
+        raise damaged(f"an entry {r[0]!r}", exc) from None
 
 
 def make_agent(r: tuple[Any, ...]) -> AgentRecord:
