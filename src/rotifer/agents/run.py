@@ -109,7 +109,7 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
 
         def runner(gene: Gene, value: Any, memory: GeneMemoryAccess) -> Any:
             return express(gene, value, memory, deadline_s=deadline_s,
-                           cache_dir=project.cache_dir / "wasm", agent=name,
+                           cache_dir=project.cache_dir, agent=name,
                            log_sink=log_sink)
 
         return run_composition(spec.composition, genes, input, memory_for, runner)
@@ -137,7 +137,7 @@ def run_gene(project: Project, gene_name: str, input: Any, *,
     """Run one gene on ``input`` outside any agent (every memory call refused)."""
     gene = project.load_gene(gene_name)
     return express(gene, input, denied_memory(project, gene), deadline_s=deadline_s,
-                   cache_dir=project.cache_dir / "wasm", agent=None, log_sink=log_sink)
+                   cache_dir=project.cache_dir, agent=None, log_sink=log_sink)
 
 
 # -- tests ----------------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_gene(project: Project, gene_name: str, *, deadline_s: float = DEFAULT_D
             def call(value: Any) -> Any:
                 memory = store.for_gene(agent, gene.v2_id, gene.domain)
                 return express(gene, value, memory, deadline_s=deadline_s,
-                               cache_dir=project.cache_dir / "wasm", agent=agent,
+                               cache_dir=project.cache_dir, agent=agent,
                                log_sink=log_sink)
 
             for case in cases:

@@ -7,7 +7,6 @@ Node bridge) to run a Python gene.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +26,10 @@ def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
 
     The input is checked against the phenotype's ``inputSchema`` first
     (INVALID_INPUT).  Raises GeneRejected, GeneFailed, GeneUnavailable, or a
-    MemoryError a Python gene let escape.  ``cache_dir`` is where compiled WASM
-    modules are kept between runs; ``agent`` and ``log_sink`` reach a Python
-    gene as ``ctx.agent`` and ``ctx.log``.
+    MemoryError a gene let escape.  ``cache_dir`` is where compiled WASM
+    modules (``cache_dir/wasm``) and transpiled TypeScript (``cache_dir/node``)
+    are kept between runs; ``agent`` and ``log_sink`` reach a Python
+    or Node gene as ``ctx.agent`` and ``ctx.log``.
     """
     validate_input(gene.phenotype, input)
     if gene.kind == "python":
@@ -45,19 +45,12 @@ def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
                 f"gene '{gene.name}' needs wasmtime, which cannot be imported: {exc}"
             ) from None
         return run_wasm_code(gene.code, gene.code_file.name, input, memory, name=gene.name,
-                             deadline_s=deadline_s, cache_dir=cache_dir)
+                             deadline_s=deadline_s,
+                             cache_dir=None if cache_dir is None else cache_dir / "wasm")
     if gene.kind == "node":
-        try:
-            node = importlib.import_module("rotifer.genes.node")
-        except ModuleNotFoundError as exc:
-            if exc.name != "rotifer.genes.node":
-                raise
-            node = None
-        run_node_gene = getattr(node, "run_node_gene", None)
-        if run_node_gene is None:
-            raise GeneUnavailable(
-                f"gene '{gene.name}' is a Node.js gene ({gene.code_file.name}), and this "
-                "installation has no Node.js runner"
-            )
-        return run_node_gene(gene, input, memory, deadline_s=deadline_s)
+        from rotifer.genes.node import run_node_gene
+
+        return run_node_gene(gene, input, memory, deadline_s=deadline_s, agent=agent,
+                             log_sink=log_sink,
+                             cache_dir=None if cache_dir is None else cache_dir / "node")
     raise GeneUnavailable(f"gene '{gene.name}' has an unknown kind {gene.kind!r}")

@@ -1,0 +1,245 @@
+// rotifer's Node.js gene runner: runs one gene's express(input, ctx) and serves
+// ctx.memory by asking the Python store over a synchronous pipe bridge.
+//
+// Protocol (one JSON object per line, UTF-8):
+//   fd IN (argv[2])  Python -> runner: first {"type":"start", ...}, then one reply per call:
+//         {"ok": result} or {"error": {"code", "message"}}
+//   fd OUT (argv[3]) runner -> Python: {"type":"call", "op", ...}, {"type":"log", "line"},
+//         and last {"type":"result", "output"} or {"type":"error", ...}
+// Byte values cross the bridge as {"$bytes": "<base64>"}; entries as the seed's
+// JSON (value in base64), turned into Uint8Array here.
+"use strict";
+
+const fs = require("fs");
+const path = require("path");
+const vm = require("vm");
+const Module = require("module");
+
+const IN_FD = Number(process.argv[2]);
+const OUT_FD = Number(process.argv[3]);
+
+let pending = Buffer.alloc(0);
+
+function readLine() {
+  const chunk = Buffer.alloc(65536);
+  for (;;) {
+    const nl = pending.indexOf(10);
+    if (nl >= 0) {
+      const line = pending.subarray(0, nl).toString("utf8");
+      pending = pending.subarray(nl + 1);
+      return line;
+    }
+    let n;
+    try {
+      n = fs.readSync(IN_FD, chunk, 0, chunk.length, null);
+    } catch (err) {
+      if (err.code === "EAGAIN") continue;
+      throw err;
+    }
+    if (n === 0) throw new Error("the rotifer host closed the bridge");
+    pending = Buffer.concat([pending, chunk.subarray(0, n)]);
+  }
+}
+
+function send(message) {
+  const data = Buffer.from(JSON.stringify(message) + "\n", "utf8");
+  let off = 0;
+  while (off < data.length) off += fs.writeSync(OUT_FD, data, off, data.length - off);
+}
+
+class MemoryError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = "MemoryError";
+    this.code = code;
+  }
+}
+
+function toEntry(doc) {
+  if (doc === null || doc === undefined) return null;
+  return { ...doc, value: new Uint8Array(Buffer.from(doc.value, "base64")) };
+}
+
+function bytesArg(value) {
+  if (value instanceof Uint8Array) return { $bytes: Buffer.from(value).toString("base64") };
+  return { $notBytes: Object.prototype.toString.call(value) };
+}
+
+function call(op, fields) {
+  send({ type: "call", op, ...fields });
+  const reply = JSON.parse(readLine());
+  if (reply.error) throw new MemoryError(reply.error.code, reply.error.message);
+  return reply.ok;
+}
+
+const memory = Object.freeze({
+  readMemory(key, category) {
+    const args = { key };
+    if (category !== undefined) args.category = category;
+    return toEntry(call("readMemory", args));
+  },
+  writeMemory(key, value, category, accessPolicy, retentionPolicy) {
+    const args = { key, value: bytesArg(value), category };
+    if (accessPolicy !== undefined) args.accessPolicy = accessPolicy;
+    if (arguments.length >= 5 && retentionPolicy !== undefined) args.retentionPolicy = retentionPolicy;
+    return toEntry(call("writeMemory", args));
+  },
+  queryMemory(filter) {
+    const args = {};
+    if (filter !== undefined) args.filter = filter;
+    return call("queryMemory", args).map(toEntry);
+  },
+  deleteMemory(key) {
+    call("deleteMemory", { key });
+  },
+});
+
+function format(parts) {
+  return parts.map((p) => (typeof p === "string" ? p : safeInspect(p))).join(" ");
+}
+
+function safeInspect(value) {
+  try {
+    return require("util").inspect(value, { depth: 4 });
+  } catch (err) {
+    return String(value);
+  }
+}
+
+function loadTypeScript(modulesDir) {
+  const candidates = modulesDir ? [path.join(modulesDir, "typescript")] : [];
+  candidates.push("typescript");
+  for (const name of candidates) {
+    try {
+      return require(name);
+    } catch (err) {
+      if (err.code !== "MODULE_NOT_FOUND") throw err;
+    }
+  }
+  return null;
+}
+
+function transpile(start) {
+  if (!start.fileName.endsWith(".ts")) return start.code;
+  if (start.cacheFile) {
+    try {
+      return fs.readFileSync(start.cacheFile, "utf8");
+    } catch (err) {
+      // not cached yet
+    }
+  }
+  const ts = loadTypeScript(start.nodeModules);
+  if (ts === null) {
+    send({ type: "error", kind: "unavailable",
+      message: "the typescript package is not installed; run `make node-deps` (npm ci) in the " +
+        "rotifer checkout, or set ROTIFER_NODE_MODULES to a node_modules folder that has it" });
+    process.exit(0);
+  }
+  const out = ts.transpileModule(start.code, {
+    fileName: start.fileName,
+    reportDiagnostics: true,
+    compilerOptions: {
+      module: ts.ModuleKind.CommonJS,
+      target: ts.ScriptTarget.ES2022,
+      esModuleInterop: true,
+      isolatedModules: true,
+      sourceMap: false,
+    },
+  });
+  const errors = (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
+  if (errors.length) {
+    const text = errors.map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n")).join("; ");
+    throw new SyntaxError(`${start.fileName}: ${text}`);
+  }
+  if (start.cacheFile) {
+    try {
+      fs.mkdirSync(path.dirname(start.cacheFile), { recursive: true });
+      const tmp = `${start.cacheFile}.${process.pid}.tmp`;
+      fs.writeFileSync(tmp, out.outputText);
+      fs.renameSync(tmp, start.cacheFile);
+    } catch (err) {
+      // a cache that cannot be written only costs a transpile next time
+    }
+  }
+  return out.outputText;
+}
+
+const PLAYGROUND = Object.freeze({ MemoryError });
+
+function loadGene(start) {
+  const js = transpile(start);
+  const filename = path.join(start.geneDir, start.fileName);
+  const realRequire = Module.createRequire(filename);
+  const geneRequire = (name) => (name === "@rotifer/playground/memory" ? PLAYGROUND : realRequire(name));
+  const mod = { exports: {} };
+  const wrapper = vm.runInThisContext(Module.wrap(js), { filename });
+  wrapper.call(mod.exports, mod.exports, geneRequire, mod, filename, start.geneDir);
+  const express = mod.exports.express || (mod.exports.default && mod.exports.default.express);
+  if (typeof express !== "function") {
+    throw new TypeError(`${start.fileName} does not export a function express(input, ctx)`);
+  }
+  return express;
+}
+
+function describe(err) {
+  if (err instanceof Error) {
+    const where = (err.stack || "").split("\n").slice(1).find((l) => l.includes(":")) || "";
+    return `${err.name}: ${err.message}${where ? ` (${where.trim()})` : ""}`;
+  }
+  return `threw ${safeInspect(err)}`;
+}
+
+function finish(output) {
+  if (output === undefined) {
+    send({ type: "error", kind: "failed", message: "express() returned undefined, which is not JSON" });
+    return;
+  }
+  let text;
+  try {
+    text = JSON.stringify(output);
+  } catch (err) {
+    send({ type: "error", kind: "failed", message: `the output is not JSON: ${err.message}` });
+    return;
+  }
+  if (text === undefined) {
+    send({ type: "error", kind: "failed", message: "the output is not JSON" });
+    return;
+  }
+  send({ type: "result", output: JSON.parse(text) });
+}
+
+function fail(err) {
+  if (err instanceof MemoryError) {
+    send({ type: "error", kind: "memory", code: err.code, message: err.message });
+  } else {
+    send({ type: "error", kind: "failed", message: describe(err) });
+  }
+}
+
+function main() {
+  const start = JSON.parse(readLine());
+  const log = (...parts) => send({ type: "log", line: format(parts) });
+  console.log = console.info = console.warn = console.error = console.debug = log;
+  let express;
+  try {
+    express = loadGene(start);
+  } catch (err) {
+    send({ type: "error", kind: "load", message: describe(err) });
+    return;
+  }
+  const ctx = Object.freeze({ memory, log, agent: start.agent, gene: Object.freeze(start.gene) });
+  let output;
+  try {
+    output = express(start.input, ctx);
+  } catch (err) {
+    fail(err);
+    return;
+  }
+  if (output !== null && typeof output === "object" && typeof output.then === "function") {
+    output.then(finish, fail);
+  } else {
+    finish(output);
+  }
+}
+
+main();
