@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # Two workers: the CI machines have two cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: install demo test lint typecheck pytest bench clean
+.PHONY: install node-deps demo test lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The pinned typescript package that TypeScript genes are stripped with
+# (package-lock.json); JavaScript genes need only node.
+NODE_STAMP := node_modules/.installed
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
+
+node-deps: $(NODE_STAMP)
 
 demo: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/formatter/demo.sh
@@ -27,7 +36,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-pytest: install
+pytest: install node-deps
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
 test: lint typecheck pytest
@@ -37,4 +46,4 @@ bench: install
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
