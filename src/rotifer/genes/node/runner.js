@@ -107,16 +107,15 @@ function safeInspect(value) {
 }
 
 function loadTypeScript(modulesDir) {
-  const candidates = modulesDir ? [path.join(modulesDir, "typescript")] : [];
-  candidates.push("typescript");
-  for (const name of candidates) {
-    try {
-      return require(name);
-    } catch (err) {
-      if (err.code !== "MODULE_NOT_FOUND") throw err;
-    }
+  // Only the folder rotifer found (or $ROTIFER_NODE_MODULES): never whatever
+  // a gene folder's node_modules happens to hold.
+  if (!modulesDir) return null;
+  try {
+    return require(path.join(modulesDir, "typescript"));
+  } catch (err) {
+    if (err.code !== "MODULE_NOT_FOUND") throw err;
+    return null;
   }
-  return null;
 }
 
 function transpile(start) {
