@@ -1,0 +1,67 @@
+"""Interleaved timing: the compared operations take turns, round after round.
+
+On a noisy, shared machine an absolute figure drifts by tens of percent
+between runs; the *ratio* of two operations measured in the same rounds does
+not, as long as both see the same noise.  So :func:`compare` runs every
+operation ``iters`` times per round, rotates the order each round, and
+reports each operation's median time per call over the rounds.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+Op = Callable[[], object]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much to measure: ``rounds`` of ``iters`` calls per operation."""
+
+    rounds: int = 31
+    iters: int = 40
+    #: Rounds of the subprocess comparisons (one command per round each).
+    cli_rounds: int = 15
+    #: Entry counts of the agents the store is measured at.
+    scales: tuple[int, ...] = (100, 10_000, 100_000)
+    #: Value sizes in bytes.
+    sizes: tuple[int, ...] = (100, 10 * 1024)
+
+    @property
+    def calls(self) -> int:
+        return self.rounds * self.iters
+
+
+FULL = Settings()
+QUICK = Settings(rounds=7, iters=10, cli_rounds=5, scales=(100, 10_000))
+#: For tests of the harness itself: a handful of calls, tiny agents.
+TINY = Settings(rounds=3, iters=2, cli_rounds=2, scales=(100, 200), sizes=(100,))
+
+
+def compare(ops: Mapping[str, Op], *, rounds: int, iters: int, warmup: int = 1
+            ) -> dict[str, float]:
+    """Median seconds per call of each operation, measured in interleaved rounds."""
+    names = list(ops)
+    for name in names:
+        for _ in range(warmup):
+            ops[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            op = ops[name]
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                for _ in range(iters):
+                    op()
+                elapsed = time.perf_counter() - start
+            finally:
+                gc.enable()
+            samples[name].append(elapsed / iters)
+    return {name: statistics.median(values) for name, values in samples.items()}
