@@ -1,10 +1,93 @@
+"""One memory host call against a bare wasmtime host call plus the store op.
+
+Both modules run on rotifer's engine (fuel and epoch interruption on), each
+in its own store with the same budget:
+
+- bare: a tiny module whose export calls an import that does nothing;
+- rotifer: a module whose export calls ``rotifer.readMemory`` with a read
+  request for a 100-byte entry already in guest memory.
+
+The target compares the host call with the bare call *plus* the store
+operation alone (``read_memory`` of the same entry, measured in the same
+rounds).
+"""
+
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import wasmtime
+
+from rotifer.genes.wasm import GeneInstance, Limits
+from rotifer.genes.wasm.engine import get_engine
+from rotifer.memory import MemoryStore
+
+from . import memory
 from .report import Result
-from .timing import Settings
+from .timing import Settings, compare
+
+BARE_WAT = """
+(module
+  (import "bench" "nop" (func $nop (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "call") (param i32 i32 i32 i32) (result i32)
+    (call $nop (local.get 0) (local.get 1) (local.get 2) (local.get 3))))
+"""
+
+READ_WAT = """
+(module
+  (import "rotifer" "readMemory" (func $read (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 2)
+  (func (export "express") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "call") (param i32 i32 i32 i32) (result i32)
+    (call $read (local.get 0) (local.get 1) (local.get 2) (local.get 3))))
+"""
+
+ROOMY = Limits(deadline_s=3600.0, fuel=10**15, max_host_calls=10**9)
+REQ, OUT, CAP = 1024, 65536, 65536
+
+
+def _nop(a: int, b: int, c: int, d: int) -> int:
+    return 0
 
 
 def run(root: Path, settings: Settings) -> list[Result]:
-    return []
+    engine = get_engine()
+    bare_store = wasmtime.Store(engine)
+    bare_store.set_fuel(10**15)
+    bare_store.set_epoch_deadline(10**9)
+    linker = wasmtime.Linker(engine)
+    i32 = wasmtime.ValType.i32()
+    linker.define_func("bench", "nop", wasmtime.FuncType([i32] * 4, [i32]), _nop)
+    bare = linker.instantiate(bare_store, wasmtime.Module(engine, BARE_WAT))
+    bare_call = bare.exports(bare_store)["call"]
+    assert isinstance(bare_call, wasmtime.Func)
+
+    results: list[Result] = []
+    with MemoryStore.open(root) as store:
+        agent = "agent"
+        memory.populate(store.backend, agent,  # type: ignore[arg-type]
+                        memory.standard_rows(agent, 100, 100, 0))
+        mem = store.for_gene(agent, memory.GENE, memory.DOMAIN)
+        module = wasmtime.Module(engine, READ_WAT)
+        with GeneInstance(module, mem, ROOMY, name="bench") as inst:
+            request = json.dumps({"key": "r/key"}).encode()
+            inst.guest.write(REQ, request)
+            call = inst.instance.exports(inst.store)["call"]
+            assert isinstance(call, wasmtime.Func)
+            wstore = inst.store
+            n = call(wstore, REQ, len(request), OUT, CAP)
+            assert n > 0 and json.loads(inst.guest.read(OUT, n))["key"] == "r/key", n
+            t = compare({
+                "bare": lambda: bare_call(bare_store, REQ, len(request), OUT, CAP),
+                "store": lambda: mem.read_memory("r/key"),
+                "host": lambda: call(wstore, REQ, len(request), OUT, CAP),
+            }, rounds=settings.rounds, iters=settings.iters * 2)
+    results.append(Result("wasm", "bare wasmtime host call (no-op import)", t["bare"], None,
+                          "", "info", None))
+    results.append(Result("wasm", "read_memory 100 B alone", t["store"], None, "", "info",
+                          None))
+    results.append(Result("wasm", "readMemory host call, 100 B", t["host"],
+                          t["bare"] + t["store"], "bare call + store op", "max", 1.5))
+    return results
