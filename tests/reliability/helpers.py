@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,3 +120,75 @@ def check_sqlite(db: Path) -> dict[str, tuple[int, int]]:
 
 def denied_lines(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [line for line in lines if line["action"] == "access_denied"]
+
+
+# -- replay with writers that were killed -------------------------------------------
+
+State = tuple[str, int] | None  # (category, bytes), or None: no entry
+
+
+def _apply(line: dict[str, Any], state: State) -> State | bool:
+    """The state after ``line``, or ``False`` if ``line`` cannot follow ``state``."""
+    action = line["action"]
+    if action == "import":
+        return (line["category"], line["bytes"])
+    if action == "write":
+        return (line["category"], line["bytes"]) if state is None else False
+    if action == "update":
+        if state is None or state[1] != line.get("previousBytes", state[1]):
+            return False
+        return (line["category"], line["bytes"])
+    if action in REMOVES:
+        return None if state is not None and state[1] == line["bytes"] else False
+    return state
+
+
+def last_groups(lines: list[dict[str, Any]], actors: Iterable[str]) -> set[int]:
+    """Indexes of the lines of each actor's last append (its lines with its last ``ts``):
+    the change a killed writer may have logged but not committed."""
+    wanted = set(actors)
+    last: dict[str, str] = {}
+    for line in lines:
+        if line.get("actor") in wanted:
+            last[line["actor"]] = line["ts"]
+    return {n for n, line in enumerate(lines)
+            if line.get("actor") in wanted and last.get(line["actor"]) == line["ts"]}
+
+
+def check_replay(lines: list[dict[str, Any]], agent: str, stored: dict[str, tuple[str, int]],
+                 maybe: Set[int] = frozenset()) -> dict[str, int]:
+    """Replay the write-ahead audit log key by key against the stored entries.
+
+    Every line not in ``maybe`` is a change that was made: it must fit the state
+    the earlier lines leave (a ``write`` only of a missing key, an ``update``
+    from the bytes it names, a removal of the bytes it names).  A line in
+    ``maybe`` (a killed writer's last append) may or may not have been
+    committed, so both outcomes are followed.  Each stored entry must then be
+    one of the states its key can be in -- so no change is in the database
+    without its line, and no logged change is missing from it.  Returns counts.
+    """
+    per_key: dict[str, list[int]] = {}
+    for n, line in enumerate(lines):
+        if line.get("agent") == agent and line["action"] in SETS | REMOVES:
+            per_key.setdefault(line["key"], []).append(n)
+    for key in stored:
+        per_key.setdefault(key, [])
+    for key, indexes in per_key.items():
+        states: set[State] = {None}
+        for n in indexes:
+            line = lines[n]
+            after: set[State] = set()
+            for state in states:
+                new = _apply(line, state)
+                if new is not False:
+                    after.add(new)  # type: ignore[arg-type]
+            if n in maybe:
+                states |= after
+            else:
+                assert after, (f"audit line {n} ({line['action']} {key!r}, {line['bytes']} B) "
+                               f"cannot follow any state the earlier lines allow: {states}")
+                states = after
+        now = stored.get(key)
+        assert now in states, (f"{key!r} is stored as {now} but its audit lines only allow "
+                               f"{states}")
+    return {"keys": len(per_key), "lines": sum(len(v) for v in per_key.values())}
