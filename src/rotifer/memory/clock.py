@@ -7,6 +7,7 @@ round-trip to.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from datetime import UTC, datetime
@@ -54,8 +55,14 @@ class ManualClock:
 def format_time(us: int) -> str:
     """RFC 3339, UTC, ``Z`` suffix, microseconds kept."""
     seconds, micros = divmod(us, MICROS_PER_SECOND)
-    dt = datetime.fromtimestamp(seconds, UTC).replace(microsecond=micros)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"{_second(seconds)}.{micros:06d}Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def _second(seconds: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of a whole second (cached: entries written close
+    together share their second, and strftime is the slow part of formatting)."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def parse_time(text: str) -> int:

@@ -92,10 +92,27 @@ def row_params(row: Row) -> tuple[Any, ...]:
 # Rows are decoded defensively: a damaged or hand-edited file (an unknown
 # category, a retention that is not JSON, a value stored as text) is
 # MEMORY_STORAGE_ERROR, never a ValueError escaping into a gene.
-_UNREADABLE = (ValueError, TypeError, MemoryError)
+_UNREADABLE = (ValueError, TypeError, KeyError, MemoryError)
+
+# Decoding a row is the hot path of every query: plain dict lookups instead of
+# calling the enums, and one shared AccessPolicy per combination of scopes.
+_CATEGORIES: dict[object, Category] = {c.value: c for c in Category}
+_POLICIES: dict[tuple[object, object, object], AccessPolicy] = {}
+
+
+def _policy(read: object, write: object, share: object) -> AccessPolicy:
+    key = (read, write, share)
+    policy = _POLICIES.get(key)
+    if policy is None:
+        policy = AccessPolicy(Scope(read), Scope(write), SharePolicy(share))
+        if len(_POLICIES) < 256:  # only valid combinations get here; there are 48
+            _POLICIES[key] = policy
+    return policy
 
 
 def _blob(value: object) -> bytes:
+    if type(value) is bytes:
+        return value
     if not isinstance(value, bytes | memoryview):
         raise TypeError(f"the value is stored as {type(value).__name__}, not as a BLOB")
     return bytes(value)
@@ -104,10 +121,11 @@ def _blob(value: object) -> bytes:
 def make_row(r: tuple[Any, ...]) -> Row:
     try:
         return Row(
-            agent_id=r[0], key=r[1], category=Category(r[2]), value=_blob(r[3]),
+            agent_id=r[0], key=r[1], category=_CATEGORIES[r[2]], value=_blob(r[3]),
             created_by=r[4], creator_domain=r[5], last_accessed_by=r[6], created_us=r[7],
-            updated_us=r[8], access=AccessPolicy(Scope(r[9]), Scope(r[10]), SharePolicy(r[11])),
-            retention=retention_from_text(r[12]), expires_us=r[13], seq=r[14],
+            updated_us=r[8], access=_policy(r[9], r[10], r[11]),
+            retention=None if r[12] is None else retention_from_text(r[12]),
+            expires_us=r[13], seq=r[14],
         )
     except _UNREADABLE as exc:
         raise damaged(f"an entry {r[1]!r}", exc) from None
@@ -115,7 +133,7 @@ def make_row(r: tuple[Any, ...]) -> Row:
 
 def make_brief(r: tuple[Any, ...]) -> Brief:
     try:
-        return Brief(key=r[0], category=Category(r[1]), size=r[2], updated_us=r[3], seq=r[4],
+        return Brief(key=r[0], category=_CATEGORIES[r[1]], size=r[2], updated_us=r[3], seq=r[4],
                      created_by=r[5])
     except _UNREADABLE as exc:
         raise damaged(f"an entry {r[0]!r}", exc) from None
