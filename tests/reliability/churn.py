@@ -7,7 +7,7 @@ prints ``ready`` on stdout, then does ``OPS`` random operations (``0`` = until
 killed) as the gene ``gene_id(f"writer-{WRITER}")`` of domain ``d`` over a small
 key space: writes of new keys, updates, deletes, reads and queries, in every
 category.  Writes past the agent's small quota evict CACHE, PATTERN and CONTEXT
-entries; PREFERENCE writes sometimes fill it and are refused.  Expected
+entries; a few writes are larger than the whole quota and are refused.  Expected
 refusals (MEMORY_NOT_FOUND, MEMORY_QUOTA_EXCEEDED) are counted, anything else
 is fatal.  At the end it prints one JSON object: ``{"ops": n, "seconds": s,
 "outcomes": {...}}``.
@@ -34,7 +34,7 @@ from rotifer.memory import ErrorCode, MemoryError, MemoryStore
 
 KEYS = 48
 #: (operation, weight); categories of writes weighted the same way.
-OPERATIONS = [("write", 55), ("delete", 15), ("read", 20), ("query", 10)]
+OPERATIONS = [("write", 55), ("delete", 15), ("read", 20), ("query", 10), ("huge", 2)]
 CATEGORIES = [("CACHE", 45), ("PATTERN", 20), ("CONTEXT", 25), ("PREFERENCE", 10)]
 EXPECTED = {ErrorCode.NOT_FOUND, ErrorCode.QUOTA_EXCEEDED}
 
@@ -62,8 +62,10 @@ def main(root: Path, writer: str, seed: int, ops: int, ready: str = "ready") -> 
         try:
             if op == "write":
                 category = pick(rng, CATEGORIES)
-                size = rng.randrange(1, 40) if category == "PREFERENCE" else rng.randrange(1, 160)
+                size = rng.randrange(1, 100) if category == "PREFERENCE" else rng.randrange(1, 160)
                 g.write_memory(key, rng.randbytes(size), category)
+            elif op == "huge":  # larger than the whole quota: refused, and evicts nothing
+                g.write_memory(key, rng.randbytes(rng.randrange(2100, 2600)), "CACHE")
             elif op == "delete":
                 g.delete_memory(key)
             elif op == "read":
