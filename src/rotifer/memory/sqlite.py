@@ -97,10 +97,10 @@ _UNREADABLE = (ValueError, TypeError, KeyError, MemoryError)
 # Decoding a row is the hot path of every query: plain dict lookups instead of
 # calling the enums, and one shared AccessPolicy per combination of scopes.
 _CATEGORIES: dict[object, Category] = {c.value: c for c in Category}
-_POLICIES: dict[tuple[object, object, object], AccessPolicy] = {}
+_POLICIES: dict[tuple[str, str, str], AccessPolicy] = {}
 
 
-def _policy(read: object, write: object, share: object) -> AccessPolicy:
+def _policy(read: str, write: str, share: str) -> AccessPolicy:
     key = (read, write, share)
     policy = _POLICIES.get(key)
     if policy is None:
