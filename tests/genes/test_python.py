@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -170,10 +170,13 @@ def test_wasm_gene_through_express(tmp_path: Path, store: MemoryStore) -> None:
         express(g, {}, DeniedMemory())
 
 
-@pytest.mark.skipif(importlib.util.find_spec("rotifer.genes.node") is not None,
-                    reason="the Node.js runner is installed")
-def test_node_gene_without_runner(tmp_path: Path) -> None:
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_node_gene_through_express(tmp_path: Path, store: MemoryStore,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
     write_gene(tmp_path / "genes", "n", "exports.express = (i) => i;", file="index.js")
     g = load_gene(tmp_path / "genes", "n")
-    with pytest.raises(GeneUnavailable, match=r"no Node\.js runner"):
+    assert g.kind == "node"
+    assert express(g, [1, "a"], DeniedMemory()) == [1, "a"]
+    monkeypatch.setenv("ROTIFER_NODE", str(tmp_path / "missing-node"))
+    with pytest.raises(GeneUnavailable, match=r"Node\.js"):
         express(g, 1, DeniedMemory())
