@@ -292,12 +292,17 @@ def test_nul_and_overlong_keys_are_refused_not_truncated(scene: Scene) -> None:
     itself."""
     bad = ["bank/secret\x00", "bank/secret\x00x", "\x00bank/secret", LONG_KEY + "s",
            LONG_KEY + "é", "\x00", ""]
+    if scene.kind == "python":  # (JSON input to a WASM gene cannot carry a lone surrogate)
+        bad.append("bank/secret\ud800")
     for key in bad:
         for op, req in (("read", {"key": key}), ("delete", {"key": key}),
                         ("write", {"key": key, "value": b64(b"x"), "category": "CACHE"})):
             out = scene.run("attacker", op, req)
             assert out.code == INVALID, (op, key, out)
             assert all(x["action"] == "access_denied" for x in out.lines)
+    for prefix in ("bank/secret\x00", "\x00"):
+        query = scene.run("attacker", "query", {"keyPrefix": prefix})
+        assert query.code == INVALID or (query.code, query.body) == ("ok", []), query
     scene.refused("attacker", "read", {"key": LONG_KEY})
     scene.refused("attacker", "write", {"key": LONG_KEY, "value": b64(b"x"),
                                         "category": "CACHE"})
