@@ -110,8 +110,9 @@ def read_rows(junit: Path) -> tuple[list[Row], dict[str, int]]:
             row.cases.append(param.rstrip("]"))
         row.outcomes.append(result)
         row.seconds += float(case.get("time", "0") or 0)
+        case_name = param.rstrip("]")
         for key, value in figures:
-            row.figures.setdefault(key, []).append(value)
+            row.figures.setdefault(key, []).append(f"{value} ({case_name})" if param else value)
     ordered = sorted(rows.values(), key=lambda r: (
         AREAS.index(r.area) if r.area in AREAS else len(AREAS), r.order))
     return ordered, totals

@@ -2,7 +2,8 @@
 
 Run as ``python churn.py ROOT WRITER SEED OPS``, or as ``python churn.py serve
 ROOT`` (below).  It opens the store at
-``ROOT/.rotifer`` with ``sqlite:ROOT/memory.db`` (the agent ``a`` must exist),
+``ROOT/.rotifer`` with ``sqlite:ROOT/memory.db`` or ``$ROTIFER_CHURN_URL``
+(a PostgreSQL URL; the agent ``a`` must exist),
 prints ``ready`` on stdout, then does ``OPS`` random operations (``0`` = until
 killed) as the gene ``gene_id(f"writer-{WRITER}")`` of domain ``d`` over a small
 key space: writes of new keys, updates, deletes, reads and queries, in every
@@ -50,7 +51,8 @@ def pick(rng: random.Random, table: list[tuple[str, int]]) -> str:
 
 def main(root: Path, writer: str, seed: int, ops: int, ready: str = "ready") -> dict[str, object]:
     rng = random.Random(seed)
-    store = MemoryStore.open(root / ".rotifer", url=f"sqlite:{root / 'memory.db'}")
+    url = os.environ.get("ROTIFER_CHURN_URL") or f"sqlite:{root / 'memory.db'}"
+    store = MemoryStore.open(root / ".rotifer", url=url)
     g = store.for_gene("a", gene_id(f"writer-{writer}"), "d")
     os.write(1, ready.encode() + b"\n")
     outcomes: Counter[str] = Counter()

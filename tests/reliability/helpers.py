@@ -118,6 +118,36 @@ def check_sqlite(db: Path) -> dict[str, tuple[int, int]]:
         conn.close()
 
 
+def postgres_state(url: str, agent: str) -> dict[str, tuple[str, int]]:
+    """As :func:`sqlite_state`, for a PostgreSQL store."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT key, category, octet_length(convert_to(key, 'UTF8')) + octet_length(value) "
+            "FROM memory_entries WHERE agent_id = %s", (agent,)).fetchall()
+    return {k: (c, int(n)) for k, c, n in rows}
+
+
+def check_postgres(url: str) -> dict[str, tuple[int, int]]:
+    """As :func:`check_sqlite` (without the file check), for a PostgreSQL store."""
+    import psycopg
+
+    totals: dict[str, tuple[int, int]] = {}
+    with psycopg.connect(url) as conn:
+        for agent, used, quota in conn.execute(
+                "SELECT agent_id, used_bytes, quota_bytes FROM memory_agents").fetchall():
+            summed, sizes = conn.execute(
+                "SELECT coalesce(sum(octet_length(convert_to(key, 'UTF8')) + "
+                "octet_length(value)), 0), coalesce(sum(size), 0) FROM memory_entries "
+                "WHERE agent_id = %s", (agent,)).fetchone()  # type: ignore[misc]
+            assert used == summed == sizes, (
+                f"agent {agent!r}: used_bytes {used}, entries sum to {summed} (size {sizes})")
+            assert used <= quota, f"agent {agent!r} uses {used} bytes of a {quota}-byte quota"
+            totals[agent] = (used, quota)
+    return totals
+
+
 def denied_lines(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [line for line in lines if line["action"] == "access_denied"]
 

@@ -17,18 +17,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from rotifer.memory import MemoryStore
 
 from .helpers import (
+    check_postgres,
     check_replay,
     check_sqlite,
     gene_id,
     last_groups,
+    postgres_state,
     read_audit,
     sqlite_state,
 )
@@ -37,57 +41,119 @@ HERE = Path(__file__).parent
 CHURN = HERE / "churn.py"
 QUOTA = 1536
 SLOTS = 4
-TARGET_KILLS = 400
-MIN_KILLS = 200
+#: kills aimed at, and the fewest accepted within TIME_CAP_S, per backend (a PostgreSQL
+#: writer needs a connection and a schema check before its first change)
+TARGET_KILLS = {"sqlite": 400, "postgres": 250}
+MIN_KILLS = {"sqlite": 200, "postgres": 100}
 TIME_CAP_S = 28.0
 
 
-def make_agent(root: Path, quota: int = QUOTA) -> Path:
-    with MemoryStore.open(root / ".rotifer", url=f"sqlite:{root / 'memory.db'}") as store:
+@dataclass
+class Target:
+    """The store the writers share: a SQLite file, or a PostgreSQL schema."""
+
+    root: Path
+    url: str
+
+    @property
+    def sqlite(self) -> Path | None:
+        return Path(self.url[len("sqlite:"):]) if self.url.startswith("sqlite:") else None
+
+    @property
+    def kind(self) -> str:
+        return "sqlite" if self.sqlite is not None else "postgres"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "ROTIFER_CHURN_URL": self.url}
+
+    def check(self) -> dict[str, tuple[int, int]]:
+        db = self.sqlite
+        return check_sqlite(db) if db is not None else check_postgres(self.url)
+
+    def state(self, agent: str) -> dict[str, tuple[str, int]]:
+        db = self.sqlite
+        return sqlite_state(db, agent) if db is not None else postgres_state(self.url, agent)
+
+    def snapshots(self) -> Iterator[tuple[int, int, int]]:
+        """(used, summed, quota) of agent ``a``, each from one consistent snapshot."""
+        db = self.sqlite
+        if db is not None:
+            conn = sqlite3.connect(db, isolation_level=None, timeout=30)
+            try:
+                while True:
+                    conn.execute("BEGIN")
+                    used, quota = conn.execute(
+                        "SELECT used_bytes, quota_bytes FROM memory_agents "
+                        "WHERE agent_id = 'a'").fetchone()
+                    (summed,) = conn.execute(
+                        "SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(value)), 0) "
+                        "FROM memory_entries WHERE agent_id = 'a'").fetchone()
+                    conn.execute("COMMIT")
+                    yield used, summed, quota
+            finally:
+                conn.close()
+        else:
+            with psycopg.connect(self.url, autocommit=True) as pg:
+                while True:
+                    with pg.transaction():
+                        pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                        used, quota = pg.execute(
+                            "SELECT used_bytes, quota_bytes FROM memory_agents "
+                            "WHERE agent_id = 'a'").fetchone()  # type: ignore[misc]
+                        (summed,) = pg.execute(
+                            "SELECT coalesce(sum(octet_length(convert_to(key, 'UTF8')) + "
+                            "octet_length(value)), 0) FROM memory_entries "
+                            "WHERE agent_id = 'a'").fetchone()  # type: ignore[misc]
+                    yield int(used), int(summed), int(quota)
+
+
+def make_agent(root: Path, quota: int = QUOTA, url: str | None = None) -> Target:
+    target = Target(root, url or f"sqlite:{root / 'memory.db'}")
+    with MemoryStore.open(root / ".rotifer", url=target.url) as store:
         store.create_agent("a", quota_bytes=quota)
-    return root / "memory.db"
+    return target
+
+
+@pytest.fixture
+def target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Target:
+    url = request.getfixturevalue("pg_fresh_url") if backend == "postgres" else None
+    return make_agent(tmp_path, QUOTA, url)
 
 
 class Sampler(threading.Thread):
     """Reads the agent's byte total, quota and entry sizes in one snapshot, over and over."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, target: Target) -> None:
         super().__init__(daemon=True)
-        self.db, self.stop, self.samples, self.bad = db, threading.Event(), 0, []
+        self.target, self.stop, self.samples, self.bad = target, threading.Event(), 0, []
         self.peak = 0
 
     def run(self) -> None:
-        conn = sqlite3.connect(self.db, isolation_level=None, timeout=30)
+        snapshots = self.target.snapshots()
         try:
-            while not self.stop.is_set():
-                conn.execute("BEGIN")
-                used, quota = conn.execute(
-                    "SELECT used_bytes, quota_bytes FROM memory_agents WHERE agent_id = 'a'"
-                ).fetchone()
-                (summed,) = conn.execute(
-                    "SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(value)), 0) "
-                    "FROM memory_entries WHERE agent_id = 'a'").fetchone()
-                conn.execute("COMMIT")
+            for used, summed, quota in snapshots:
                 self.samples += 1
                 self.peak = max(self.peak, used)
                 if used > quota or used != summed:
                     self.bad.append((used, summed, quota))
+                if self.stop.is_set():
+                    break
                 time.sleep(0.01)
         finally:
-            conn.close()
+            snapshots.close()  # type: ignore[attr-defined]
 
 
-def killer(root: Path, rng: random.Random, first: int, step: int, deadline: float,
+def killer(target: Target, rng: random.Random, first: int, step: int, deadline: float,
            out: dict[str, list[object]]) -> None:
     """One slot: have the fork server start a writer, wait until it is ready, let it run
     a random short while, SIGKILL it; again, until the deadline or enough kills."""
-    server = subprocess.Popen([sys.executable, str(CHURN), "serve", str(root)],
+    server = subprocess.Popen([sys.executable, str(CHURN), "serve", str(target.root)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, bufsize=1)
+                              stderr=subprocess.PIPE, text=True, bufsize=1, env=target.env())
     assert server.stdin is not None and server.stdout is not None
     n = first
     try:
-        while time.monotonic() < deadline and len(out["kills"]) < TARGET_KILLS:
+        while time.monotonic() < deadline and len(out["kills"]) < TARGET_KILLS[target.kind]:
             server.stdin.write(f"spawn {n} {rng.randrange(1 << 30)}\n")
             server.stdin.flush()
             ready = server.stdout.readline().split()
@@ -118,10 +184,10 @@ def killer(root: Path, rng: random.Random, first: int, step: int, deadline: floa
 
 @pytest.mark.reliability(
     "Faults", "Writers killed (SIGKILL) at random points of writes, updates, deletes and "
-    "evictions, several at a time",
-    "integrity_check ok; byte total = sum of key+value bytes, never over quota (sampled "
+    "evictions, several at a time (SQLite and PostgreSQL)",
+    "integrity_check ok (SQLite); byte total = sum of key+value bytes, never over quota (sampled "
     "throughout); every stored change has its write-ahead audit line; the store works on")
-def test_sigkill_writers_hundreds_of_times(tmp_path: Path,
+def test_sigkill_writers_hundreds_of_times(target: Target, tmp_path: Path,
                                            figure: Callable[[str, object], None]) -> None:
     """Four slots keep a writer each (forked by churn.py's fork server: random writes in all categories, updates,
     deletes, reads, queries on one agent with a 1536-byte quota) and SIGKILL it 0-80 ms after
@@ -130,13 +196,12 @@ def test_sigkill_writers_hundreds_of_times(tmp_path: Path,
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     rng = random.Random(seed)
-    db = make_agent(tmp_path)
-    sampler = Sampler(db)
+    sampler = Sampler(target)
     sampler.start()
     out: dict[str, list[object]] = {"kills": [], "failures": []}
     deadline = time.monotonic() + TIME_CAP_S
     started = time.monotonic()
-    slots = [threading.Thread(target=killer, args=(tmp_path, random.Random(rng.random()), i,
+    slots = [threading.Thread(target=killer, args=(target, random.Random(rng.random()), i,
                                                    SLOTS, deadline, out))
              for i in range(SLOTS)]
     for t in slots:
@@ -148,25 +213,25 @@ def test_sigkill_writers_hundreds_of_times(tmp_path: Path,
     sampler.join()
     assert not out["failures"], out["failures"]
     kills = len(out["kills"])
-    assert kills >= MIN_KILLS, f"only {kills} kills in {seconds:.1f} s"
+    assert kills >= MIN_KILLS[target.kind], f"only {kills} kills in {seconds:.1f} s"
     assert sampler.samples > 0 and not sampler.bad, sampler.bad[:5]
 
     # the restart: the file, the totals, the audit log
-    totals = check_sqlite(db)
+    totals = target.check()
     audit = read_audit(tmp_path / ".rotifer")  # only the very last line may be torn
     writers = [gene_id(f"writer-{n}") for n in out["kills"]]
     maybe = last_groups(audit.lines, writers)
-    counts = check_replay(audit.lines, "a", sqlite_state(db, "a"), maybe)
+    counts = check_replay(audit.lines, "a", target.state("a"), maybe)
     changes = [line for line in audit.lines if line["action"] in {"write", "update", "delete",
                                                                    "evict"}]
     assert {line["action"] for line in changes} == {"write", "update", "delete", "evict"}
-    with MemoryStore.open(tmp_path / ".rotifer", url=f"sqlite:{db}") as store:
+    with MemoryStore.open(tmp_path / ".rotifer", url=target.url) as store:
         g = store.for_gene("a", gene_id("after"), "d")
         g.write_memory("after", b"x" * 10, "CACHE")
         assert g.read_memory("after").value == b"x" * 10  # type: ignore[union-attr]
     after = read_audit(tmp_path / ".rotifer")
     assert not after.torn and after.lines[-1]["key"] == "after"
-    check_sqlite(db)
+    target.check()
     print(f"{kills} kills in {seconds:.1f} s; {len(changes)} changes audited; "
           f"{counts['keys']} keys replayed; {sampler.samples} samples, peak "
           f"{sampler.peak}/{QUOTA} B; final {totals['a']}")

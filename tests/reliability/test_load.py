@@ -21,33 +21,35 @@ import pytest
 
 from rotifer.memory import MemoryStore
 
-from .helpers import audit_lines, check_replay, check_sqlite, replay, sqlite_state
+from .helpers import audit_lines, check_replay, replay
 from .test_kill import CHURN, Sampler, make_agent
 
 PROCESSES = 4
-OPS = 2500
+OPS = {"sqlite": 2500, "postgres": 1500}  # operations per process
 QUOTA = 2048
 
 
 @pytest.mark.reliability(
-    "Load", "4 processes x 2,500 mixed operations (writes in every category, updates, "
-    "deletes, reads, queries) on one agent with a 2 KiB quota",
+    "Load", "4 processes x 2,500 (SQLite) or 1,500 (PostgreSQL) mixed operations (writes in every category, updates, "
+    "deletes, reads, queries) on one agent with a 2 KiB quota (SQLite and PostgreSQL)",
     "no unexpected error; never over quota (sampled); byte total = sum; the audit log "
     "replays exactly to the stored entries")
-def test_processes_share_one_small_agent(tmp_path: Path,
+def test_processes_share_one_small_agent(backend: str, tmp_path: Path,
+                                         request: pytest.FixtureRequest,
                                          figure: Callable[[str, object], None]) -> None:
-    """Four churn.py processes start together, each does 2,500 random operations as its
-    own gene (expected refusals only: MEMORY_NOT_FOUND, MEMORY_QUOTA_EXCEEDED), a reader
-    samples the byte total; throughput = all operations / wall time from the moment all are
+    """Four churn.py processes start together, each does 2,500 (PostgreSQL: 1,500) random
+    operations as its own gene (expected refusals only: MEMORY_NOT_FOUND,
+    MEMORY_QUOTA_EXCEEDED), a reader samples the byte total; throughput = all operations / wall time from the moment all are
     ready; then the file, totals and a replay of the audit log are checked."""
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
-    db = make_agent(tmp_path, QUOTA)
-    sampler = Sampler(db)
+    url = request.getfixturevalue("pg_fresh_url") if backend == "postgres" else None
+    target = make_agent(tmp_path, QUOTA, url)
+    sampler = Sampler(target)
     sampler.start()
     procs = [subprocess.Popen(
-        [sys.executable, str(CHURN), str(tmp_path), f"load-{n}", str(seed + n), str(OPS)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in range(PROCESSES)]
+        [sys.executable, str(CHURN), str(tmp_path), f"load-{n}", str(seed + n), str(OPS[backend])],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=target.env()) for n in range(PROCESSES)]
     for p in procs:
         assert p.stdout is not None and p.stdout.readline() == "ready\n"
     started = time.perf_counter()
@@ -62,16 +64,16 @@ def test_processes_share_one_small_agent(tmp_path: Path,
     assert sampler.samples > 0 and not sampler.bad, sampler.bad[:5]
 
     total = sum(r["ops"] for r in results)
-    assert total == PROCESSES * OPS
+    assert total == PROCESSES * OPS[backend]
     outcomes: Counter[str] = Counter()
     for r in results:
         outcomes.update(r["outcomes"])
     throughput = total / wall
     per_process = [r["ops"] / r["seconds"] for r in results]
 
-    totals = check_sqlite(db)
+    totals = target.check()
     lines = audit_lines(tmp_path / ".rotifer")
-    stored = sqlite_state(db, "a")
+    stored = target.state("a")
     check_replay(lines, "a", stored)
     assert replay(lines, "a") == stored
     actions = Counter(line["action"] for line in lines)
@@ -84,7 +86,7 @@ def test_processes_share_one_small_agent(tmp_path: Path,
     made = {(line["key"], line["ts"]) for line in lines if line["action"] in {"write", "update"}}
     assert all((line["forKey"], line["ts"]) in made
                for line in lines if line["action"] == "evict")
-    with MemoryStore.open(tmp_path / ".rotifer", url=f"sqlite:{db}") as store:
+    with MemoryStore.open(tmp_path / ".rotifer", url=target.url) as store:
         assert store.usage("a") == totals["a"]
     print(f"{total} ops by {PROCESSES} processes in {wall:.2f} s: {throughput:.0f} ops/s "
           f"(per process {', '.join(f'{x:.0f}' for x in per_process)}); {dict(outcomes)}; "
