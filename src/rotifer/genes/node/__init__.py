@@ -7,6 +7,14 @@ process over a synchronous pipe bridge and are served by the gene's
 audit apply as for a Python gene.  See docs/node.md.
 """
 
-from .bridge import MIN_NODE_MAJOR, find_node, node_modules_dir, run_node_gene
+from .bridge import (
+    MIN_NODE_MAJOR,
+    TYPES_DIR,
+    find_node,
+    install_types,
+    node_modules_dir,
+    run_node_gene,
+)
 
-__all__ = ["MIN_NODE_MAJOR", "find_node", "node_modules_dir", "run_node_gene"]
+__all__ = ["MIN_NODE_MAJOR", "TYPES_DIR", "find_node", "install_types", "node_modules_dir",
+           "run_node_gene"]

@@ -17,8 +17,8 @@ import json
 import os
 import selectors
 import shutil
+import signal
 import subprocess
-import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -30,6 +30,8 @@ from rotifer.memory import UNSET, GeneMemoryAccess, MemoryEntry, MemoryError
 from rotifer.memory.errors import invalid
 
 RUNNER = Path(__file__).with_name("runner.js")
+#: The folder holding ``@rotifer/playground/memory.d.ts`` (the types genes import).
+TYPES_DIR = Path(__file__).with_name("types")
 MIN_NODE_MAJOR = 18
 ENV_NODE = "ROTIFER_NODE"
 ENV_NODE_MODULES = "ROTIFER_NODE_MODULES"
@@ -80,6 +82,20 @@ def node_modules_dir(gene: Gene) -> Path | None:
     return None
 
 
+def install_types(root: Path) -> Path:
+    """Copy the ``@rotifer/playground`` type declarations into
+    ``root/node_modules/@rotifer/playground`` (where TypeScript and editors find
+    ``import type ... from "@rotifer/playground/memory"`` with no configuration);
+    returns that folder.  Rewrites the files, so a newer rotifer refreshes them."""
+    source = TYPES_DIR / "@rotifer" / "playground"
+    target = root / "node_modules" / "@rotifer" / "playground"
+    target.mkdir(parents=True, exist_ok=True)
+    for item in source.iterdir():
+        if item.is_file():
+            shutil.copyfile(item, target / item.name)
+    return target
+
+
 def _entry(entry: MemoryEntry | None) -> dict[str, Any] | None:
     return None if entry is None else entry.to_json()
 
@@ -121,10 +137,12 @@ def _reply(memory: GeneMemoryAccess, call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cache_file(gene: Gene, cache_dir: Path | None) -> str | None:
-    if cache_dir is None or gene.code_file.suffix != ".ts":
+    """Where the transpiled JavaScript of ``gene`` is kept: by the SHA-256 of its
+    source (``.mjs.js`` for an ``index.js`` written with import/export)."""
+    if cache_dir is None:
         return None
     digest = hashlib.sha256(gene.code).hexdigest()
-    return str(cache_dir / f"{digest}.js")
+    return str(cache_dir / (f"{digest}.js" if gene.code_file.suffix == ".ts" else f"{digest}.mjs.js"))
 
 
 def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float = 10.0,
@@ -190,7 +208,13 @@ def _error(gene: Gene, message: dict[str, Any]) -> Exception:
 
 
 class _Bridge:
-    """The child process and the two pipes to it."""
+    """The child process (leader of its own process group) and the pipes to it.
+
+    Every wait, for writing as for reading, is bounded by the run's deadline,
+    and the child's stderr is drained meanwhile (only its tail is kept), so
+    neither a child that stops reading nor one that floods stderr can stall
+    the host.
+    """
 
     def __init__(self, node: str, gene: Gene, deadline_s: float) -> None:
         self.gene = gene
@@ -198,81 +222,127 @@ class _Bridge:
         self.deadline = time.monotonic() + deadline_s
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        err_r, err_w = os.pipe()
         try:
             # The child inherits the two pipe ends under the same numbers, which
             # it gets as arguments: it reads replies from the first, writes calls
             # to the second.
             self.proc = subprocess.Popen(
                 [node, "--no-warnings", str(RUNNER), str(to_child_r), str(from_child_w)],
-                stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_w,
                 pass_fds=(to_child_r, from_child_w), cwd=str(gene.path),
+                start_new_session=True,
             )
         except OSError as exc:
-            for fd in (to_child_r, from_child_w, self._to_child, self._from_child):
+            for fd in (to_child_r, from_child_w, err_w, err_r, self._to_child,
+                       self._from_child):
                 os.close(fd)
-            self._log.close()
             raise GeneUnavailable(f"cannot start Node.js ({node}): {exc}") from None
-        os.close(to_child_r)
-        os.close(from_child_w)
+        for fd in (to_child_r, from_child_w, err_w):
+            os.close(fd)
+        os.set_blocking(self._to_child, False)
+        os.set_blocking(err_r, False)
+        self._err: int | None = err_r
+        self._err_tail = b""
         self._buffer = b""
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self._from_child, selectors.EVENT_READ)
+        self._selector.register(err_r, selectors.EVENT_READ)
+
+    def _wait_for(self, fd: int, events: int) -> None:
+        """Block until ``fd`` is ready for ``events``, draining stderr; past the
+        deadline kill the child and fail the run."""
+        self._selector.register(fd, events)
+        try:
+            while True:
+                remaining = self.deadline - time.monotonic()
+                ready = self._selector.select(remaining) if remaining > 0 else []
+                if not ready:
+                    self._kill()
+                    raise GeneFailed(f"gene '{self.gene.name}' timed out after "
+                                     f"{self.deadline_s:g} s (the Node.js process was killed)")
+                if any(key.fd == fd for key, _ in ready):
+                    return
+                self._drain_stderr()
+        finally:
+            self._selector.unregister(fd)
+
+    def _drain_stderr(self) -> None:
+        if self._err is None:
+            return
+        while True:
+            try:
+                chunk = os.read(self._err, 1 << 16)
+            except BlockingIOError:
+                return
+            if not chunk:  # the child (and all it started) closed stderr
+                self._selector.unregister(self._err)
+                os.close(self._err)
+                self._err = None
+                return
+            self._err_tail = (self._err_tail + chunk)[-4096:]
 
     def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, ensure_ascii=False, allow_nan=False) + "\n").encode()
         view = memoryview(data)
-        try:
-            while view:
+        while view:
+            self._wait_for(self._to_child, selectors.EVENT_WRITE)
+            try:
                 view = view[os.write(self._to_child, view):]
-        except BrokenPipeError:
-            raise self._died() from None
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:
+                raise self._died() from None
 
     def receive(self) -> dict[str, Any]:
         while b"\n" not in self._buffer:
-            remaining = self.deadline - time.monotonic()
-            if remaining <= 0 or not self._selector.select(remaining):
-                self.proc.kill()
-                raise GeneFailed(f"gene '{self.gene.name}' timed out after {self.deadline_s:g} s "
-                                 "(the Node.js process was killed)")
+            self._wait_for(self._from_child, selectors.EVENT_READ)
             chunk = os.read(self._from_child, 1 << 16)
             if not chunk:
                 raise self._died()
             self._buffer += chunk
             if len(self._buffer) > MAX_MESSAGE_BYTES:
-                self.proc.kill()
+                self._kill()
                 raise GeneFailed(f"gene '{self.gene.name}' sent a message over "
-                                 f"{MAX_MESSAGE_BYTES >> 20} MiB")
+                                 f"{MAX_MESSAGE_BYTES >> 20} MiB (the Node.js process was "
+                                 "killed)")
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             message = json.loads(line)
         except ValueError:
             message = None
         if not isinstance(message, dict):
-            self.proc.kill()
+            self._kill()
             raise GeneFailed(f"gene '{self.gene.name}': the Node.js runner sent a message that "
                              "is not JSON")
         return message
 
+    def _kill(self) -> None:
+        """SIGKILL the child's process group: the child and whatever it started.
+
+        The group's id is the child's pid, which POSIX does not hand to another
+        process while the group has members; once it has none, this finds
+        nothing (ESRCH) and does nothing."""
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
     def _died(self) -> GeneFailed:
         try:
-            status = self.proc.wait(timeout=5)
+            status = self.proc.wait(timeout=max(0.1, min(5.0, self.deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self._kill()
             status = self.proc.wait()
-        self._log.seek(0)
-        tail = self._log.read()[-2000:].decode("utf-8", "replace").strip()
+        self._drain_stderr()
+        tail = self._err_tail[-2000:].decode("utf-8", "replace").strip()
         how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
         return GeneFailed(f"gene '{self.gene.name}': the Node.js process {how} before it "
                           "returned an output" + (f": {tail}" if tail else ""))
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
+        """Kill what is left of the run (the child, anything it started) and reap it."""
+        self._kill()
         self.proc.wait()
         self._selector.close()
-        for fd in (self._to_child, self._from_child):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._log.close()
-
+        for fd in (self._to_child, self._from_child, self._err):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)

@@ -41,10 +41,13 @@ function readLine() {
   }
 }
 
-function send(message) {
-  const data = Buffer.from(JSON.stringify(message) + "\n", "utf8");
+function writeAll(data) {
   let off = 0;
   while (off < data.length) off += fs.writeSync(OUT_FD, data, off, data.length - off);
+}
+
+function send(message) {
+  writeAll(Buffer.from(JSON.stringify(message) + "\n", "utf8"));
 }
 
 class MemoryError extends Error {
@@ -118,8 +121,14 @@ function loadTypeScript(modulesDir) {
   }
 }
 
+// A JavaScript gene written with ES module syntax (import/export), which
+// rotifer cannot run as CommonJS as it is.
+function usesModuleSyntax(err) {
+  return err instanceof SyntaxError &&
+    /Unexpected token 'export'|Cannot use import statement outside a module/.test(err.message);
+}
+
 function transpile(start) {
-  if (!start.fileName.endsWith(".ts")) return start.code;
   if (start.cacheFile) {
     try {
       return fs.readFileSync(start.cacheFile, "utf8");
@@ -129,9 +138,12 @@ function transpile(start) {
   }
   const ts = loadTypeScript(start.nodeModules);
   if (ts === null) {
+    const why = start.fileName.endsWith(".ts") ? "" :
+      `${start.fileName} uses ES module syntax (import/export), which needs the compiler too ` +
+      "(or write it as CommonJS: exports.express = ...); ";
     send({ type: "error", kind: "unavailable",
-      message: "the typescript package is not installed; run `make node-deps` (npm ci) in the " +
-        "rotifer checkout, or set ROTIFER_NODE_MODULES to a node_modules folder that has it" });
+      message: `${why}the typescript package is not installed; run \`make node-deps\` (npm ci) ` +
+        "in the rotifer checkout, or set ROTIFER_NODE_MODULES to a node_modules folder that has it" });
     process.exit(0);
   }
   const out = ts.transpileModule(start.code, {
@@ -165,13 +177,26 @@ function transpile(start) {
 
 const PLAYGROUND = Object.freeze({ MemoryError });
 
+function compile(js, filename) {
+  return vm.runInThisContext(Module.wrap(js), { filename });
+}
+
 function loadGene(start) {
-  const js = transpile(start);
   const filename = path.join(start.geneDir, start.fileName);
+  let wrapper;
+  if (start.fileName.endsWith(".ts")) {
+    wrapper = compile(transpile(start), filename);
+  } else {
+    try {
+      wrapper = compile(start.code, filename);
+    } catch (err) {
+      if (!usesModuleSyntax(err)) throw err;
+      wrapper = compile(transpile(start), filename);
+    }
+  }
   const realRequire = Module.createRequire(filename);
   const geneRequire = (name) => (name === "@rotifer/playground/memory" ? PLAYGROUND : realRequire(name));
   const mod = { exports: {} };
-  const wrapper = vm.runInThisContext(Module.wrap(js), { filename });
   wrapper.call(mod.exports, mod.exports, geneRequire, mod, filename, start.geneDir);
   const express = mod.exports.express || (mod.exports.default && mod.exports.default.express);
   if (typeof express !== "function") {
@@ -204,7 +229,8 @@ function finish(output) {
     send({ type: "error", kind: "failed", message: "the output is not JSON" });
     return;
   }
-  send({ type: "result", output: JSON.parse(text) });
+  // The output's JSON text goes out as it is: no second stringify of a large output.
+  writeAll(Buffer.from(`{"type":"result","output":${text}}\n`, "utf8"));
 }
 
 function fail(err) {
