@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rotifer.genes.node import TYPES_DIR, install_types, node_modules_dir
+from rotifer.genes.node import TYPES_DIR, find_node, install_types, node_modules_dir
 from rotifer.genes.node.bridge import ENV_NODE_MODULES
 
 GENES = Path(__file__).parent / "genes"
@@ -75,9 +75,7 @@ def tsc(folder: Path, files: list[str], **options: object) -> subprocess.Complet
                                   "lib": ["ES2022", "DOM"], "types": [], **options},
               "files": files}
     (folder / "tsconfig.json").write_text(json.dumps(config))
-    node = shutil.which("node")
-    assert node is not None
-    return subprocess.run([node, str(modules / "typescript" / "bin" / "tsc"), "-p",
+    return subprocess.run([find_node(), str(modules / "typescript" / "bin" / "tsc"), "-p",
                            str(folder / "tsconfig.json")],
                           capture_output=True, text=True, timeout=120, check=False, cwd=folder)
 
