@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # Two workers: the CI machines have two cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: install node-deps demo test lint typecheck pytest bench clean
+.PHONY: install node-deps demo test lint typecheck pytest bench bench-quick reliability reliability-report clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,18 @@ test: lint typecheck pytest
 bench: install
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m bench
+
+bench-quick: install
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m bench --quick
+
+# The fault and attack suite alone (make test runs it too), and the table in
+# docs/reliability.md regenerated from a run of it.
+reliability: install node-deps
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q tests/reliability
+
+reliability-report: install node-deps
+	$(PY) scripts/reliability_report.py
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

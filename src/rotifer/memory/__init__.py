@@ -31,6 +31,7 @@ from .store import (
     GeneMemoryAccess,
     MemoryStore,
 )
+from .untrusted import write_untrusted
 
 __all__ = [
     "DEFAULT_QUOTA_BYTES",
@@ -59,4 +60,5 @@ __all__ = [
     "parse_size",
     "parse_time",
     "telemetry_enabled",
+    "write_untrusted",
 ]
