@@ -1,4 +1,4 @@
-"""``python -m bench [--quick] [--out docs/benchmarks.md] [--only GROUP ...]``."""
+"""``python -m bench [--quick|--tiny] [--out docs/benchmarks.md] [--no-write] [--only SUITE ...]``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import memory
 from .report import Result, block, render, write_doc
-from .timing import FULL, QUICK, Settings
+from .timing import FULL, QUICK, TINY, Settings
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
@@ -32,11 +32,13 @@ def describe(settings: Settings) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds, scales up to 10,000")
+    parser.add_argument("--tiny", action="store_true",
+                        help="a handful of calls on tiny agents: checks the harness, not speed")
     parser.add_argument("--out", type=Path, default=DOC, help="the markdown file to update")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     parser.add_argument("--only", nargs="+", choices=sorted(suites()), help="run these suites")
     args = parser.parse_args(argv)
-    settings = QUICK if args.quick else FULL
+    settings = TINY if args.tiny else QUICK if args.quick else FULL
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="rotifer-bench-") as tmp:
         for name, suite in suites().items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -36,12 +37,17 @@ PHENOTYPE = {
 }
 
 
-def rotifer_command() -> list[str]:
-    """The console script next to this interpreter (else ``python -m rotifer.cli.main``)."""
+def rotifer_command() -> list[str] | None:
+    """The ``rotifer`` console script next to this interpreter, else the one on PATH."""
     script = Path(sys.executable).with_name("rotifer")
-    if script.exists():
+    if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
-    return [sys.executable, "-m", "rotifer.cli.main"]  # pragma: no cover
+    found = shutil.which("rotifer")
+    return [found] if found else None
+
+
+class Unavailable(Exception):
+    """The commands cannot be measured here (no ``rotifer``, or it fails)."""
 
 
 def _env() -> dict[str, str]:
@@ -55,6 +61,8 @@ def _env() -> dict[str, str]:
 def make_project(root: Path) -> list[str]:
     """A project with agent ``bench`` of one gene; returns the base command."""
     cmd = rotifer_command()
+    if cmd is None:
+        raise Unavailable("no `rotifer` command next to the interpreter or on PATH")
     env = _env()
     root.mkdir(parents=True, exist_ok=True)
     subprocess.run([*cmd, "init", str(root)], check=True, capture_output=True, env=env)
@@ -68,25 +76,44 @@ def make_project(root: Path) -> list[str]:
     return base
 
 
+def _failure(exc: Exception) -> str:
+    if isinstance(exc, subprocess.CalledProcessError):
+        err = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
+        return f"`{' '.join(map(str, exc.cmd[1:]))}` failed: {err[-1] if err else exc}"
+    return str(exc)
+
+
 def wall(argv: list[str]) -> float:
     env = _env()
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, env=env)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        raise RuntimeError(f"{argv} failed: {done.stderr.decode(errors='replace')}")
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        raise RuntimeError(f"`{' '.join(argv[1:4])} ...` failed: "
+                           f"{lines[-1] if lines else f'exit status {done.returncode}'}")
     return elapsed
 
 
+def unavailable(reason: str) -> list[Result]:
+    return [Result("cli", f"commands not available: {reason}", 0.0, None, "", "info", None)]
+
+
 def run(root: Path, settings: Settings) -> list[Result]:
-    base = make_project(root / "project")
+    try:
+        base = make_project(root / "project")
+    except (Unavailable, OSError, subprocess.CalledProcessError) as exc:
+        return unavailable(_failure(exc))
     commands = {
         "python": [sys.executable, "-c", "pass"],
         "run": [*base, "agent", "run", "bench", "--input", '{"name": "bench"}'],
         "list": [*base, "agent", "memory", "list", "bench"],
     }
-    for argv in commands.values():
-        wall(argv)  # warm the page cache and the bytecode cache
+    try:
+        for argv in commands.values():
+            wall(argv)  # warm the page cache and the bytecode cache
+    except (OSError, RuntimeError) as exc:
+        return unavailable(str(exc))
     samples: dict[str, list[float]] = {name: [] for name in commands}
     names = list(commands)
     for r in range(settings.cli_rounds):

@@ -82,7 +82,8 @@ def render(results: Iterable[Result]) -> str:
     for r in results:
         base = "–" if r.baseline is None else f"{r.baseline_name}: {format_seconds(r.baseline)}"
         ratio = "–" if r.ratio is None else f"{r.ratio:.2f}×"
-        lines.append(f"| {r.group} | {r.name} | {format_seconds(r.measured)} | {base} | "
+        measured = format_seconds(r.measured) if r.measured > 0 else "–"
+        lines.append(f"| {r.group} | {r.name} | {measured} | {base} | "
                      f"{ratio} | {r.target_text()} | {r.result_text()} |")
     return "\n".join(lines) + "\n"
 
