@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -68,18 +69,38 @@ def find_node() -> str:
     return node
 
 
-def node_modules_dir(gene: Gene) -> Path | None:
+def node_modules_dir(gene: Gene | None = None) -> Path | None:
     """Where ``typescript`` is looked for: ``$ROTIFER_NODE_MODULES``, else the
-    nearest ``node_modules/typescript`` above the gene, else above this package
-    (a source checkout after ``make node-deps``)."""
+    nearest ``node_modules/typescript`` above this package (the repository
+    root of a source checkout after ``make node-deps``: the version pinned in
+    package-lock.json).  Never a ``node_modules`` of the gene's project: a
+    project's own TypeScript would silently replace the pinned one.  ``gene``
+    is accepted for callers that pass it and not used."""
     env = os.environ.get(ENV_NODE_MODULES)
     if env:
         return Path(env)
-    for start in (gene.path, Path(__file__).resolve().parent):
-        for folder in (start, *start.parents):
-            if (folder / "node_modules" / "typescript" / "package.json").is_file():
-                return folder / "node_modules"
+    start = Path(__file__).resolve().parent
+    for folder in (start, *start.parents):
+        if (folder / "node_modules" / "typescript" / "package.json").is_file():
+            return folder / "node_modules"
     return None
+
+
+def _typescript_version(modules: Path | None) -> str | None:
+    """The version of ``modules/typescript`` (read from its package.json, without
+    loading the compiler), or None when there is none."""
+    if modules is None:
+        return None
+    try:
+        version = json.loads((modules / "typescript" / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return re.sub(r"[^0-9A-Za-z.+-]", "_", str(version)) or None
+
+
+@lru_cache(maxsize=1)
+def _runner_digest() -> bytes:
+    return hashlib.sha256(RUNNER.read_bytes()).digest()
 
 
 def install_types(root: Path) -> Path:
@@ -136,13 +157,28 @@ def _reply(memory: GeneMemoryAccess, call: dict[str, Any]) -> dict[str, Any]:
         return {"error": {"code": "MEMORY_INVALID_INPUT", "message": str(exc)}}
 
 
-def _cache_file(gene: Gene, cache_dir: Path | None) -> str | None:
-    """Where the transpiled JavaScript of ``gene`` is kept: by the SHA-256 of its
-    source (``.mjs.js`` for an ``index.js`` written with import/export)."""
+def _cache_file(gene: Gene, cache_dir: Path | None, modules: Path | None) -> str | None:
+    """Where the transpiled JavaScript of ``gene`` is kept:
+    ``<sha256 of runner.js and the source>.ts-<typescript version>.js``
+    (``.mjs.js`` for an ``index.js`` written with import/export).  The runner
+    holds the compiler options and the version is the compiler's, so a changed
+    runner or a new pin misses the old output.  With no compiler installed,
+    an output of this very source and runner by any version is used (better
+    than failing)."""
     if cache_dir is None:
         return None
-    digest = hashlib.sha256(gene.code).hexdigest()
-    return str(cache_dir / (f"{digest}.js" if gene.code_file.suffix == ".ts" else f"{digest}.mjs.js"))
+    digest = hashlib.sha256(_runner_digest() + gene.code).hexdigest()
+    suffix = ".js" if gene.code_file.suffix == ".ts" else ".mjs.js"
+    version = _typescript_version(modules)
+    if version is None:
+        pattern = re.compile(re.escape(digest) + r"\.ts-[0-9A-Za-z+_-]+(?:\.[0-9A-Za-z+_-]+)*"
+                             + re.escape(suffix) + "$")
+        made = sorted(p.name for p in cache_dir.glob(f"{digest}.ts-*")
+                      if pattern.match(p.name) and not (suffix == ".js"
+                                                        and p.name.endswith(".mjs.js")))
+        version_file = made[-1] if made else f"{digest}.ts-none{suffix}"
+        return str(cache_dir / version_file)
+    return str(cache_dir / f"{digest}.ts-{version}{suffix}")
 
 
 def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float = 10.0,
@@ -165,7 +201,7 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
         "gene": {"name": gene.name, "domain": gene.domain, "version": gene.phenotype.version,
                  "v2Id": gene.v2_id},
         "nodeModules": str(modules) if modules else None,
-        "cacheFile": _cache_file(gene, cache_dir),
+        "cacheFile": _cache_file(gene, cache_dir, modules),
     }
     bridge = _Bridge(node, gene, deadline_s)
     try:

@@ -1,0 +1,59 @@
+"""Which TypeScript compiler runs a gene: the pinned one rotifer found
+($ROTIFER_NODE_MODULES, else node_modules above the rotifer package), never
+a ``node_modules/typescript`` in the user's project; and the transpile cache
+is keyed by the compiler too, so switching compilers does not reuse output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rotifer.agents.build import wrap_gene
+from rotifer.agents.project import Project
+from rotifer.agents.run import run_gene
+from rotifer.genes.node import node_modules_dir
+from tests.genes.helpers import write_gene
+
+GENE = "export const express = (i: number): number => i + 1;\n"
+
+
+def fake_typescript(modules: Path, version: str) -> Path:
+    """A ``typescript`` package whose transpileModule ignores the source."""
+    ts = modules / "typescript"
+    ts.mkdir(parents=True)
+    (ts / "package.json").write_text(json.dumps({"name": "typescript", "version": version,
+                                                 "main": "index.js"}))
+    (ts / "index.js").write_text(
+        "exports.ModuleKind = {CommonJS: 1}; exports.ScriptTarget = {ES2022: 9};\n"
+        "exports.DiagnosticCategory = {Error: 1};\n"
+        "exports.transpileModule = () => ({outputText: "
+        f"'exports.express = () => \"fake {version}\";', diagnostics: []}});\n")
+    return modules
+
+
+def test_a_projects_own_typescript_is_not_used(project: Project,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROTIFER_NODE_MODULES", raising=False)
+    fake_typescript(project.root / "node_modules", "4.0.0")
+    write_gene(project.genes_dir, "inc", GENE, file="index.ts")
+    wrap_gene(project, "inc")
+    found = node_modules_dir(project.load_gene("inc"))
+    if found is None:
+        pytest.fail("the typescript package is not installed: run `make node-deps` (npm ci)")
+    assert project.root not in found.parents
+    assert run_gene(project, "inc", 1) == 2  # the real (pinned) compiler ran
+
+
+def test_the_cache_is_keyed_by_the_compiler(project: Project, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    write_gene(project.genes_dir, "inc", GENE, file="index.ts")
+    wrap_gene(project, "inc")
+    monkeypatch.setenv("ROTIFER_NODE_MODULES", str(fake_typescript(tmp_path / "a", "9.9.9")))
+    assert run_gene(project, "inc", 1) == "fake 9.9.9"  # $ROTIFER_NODE_MODULES comes first
+    monkeypatch.setenv("ROTIFER_NODE_MODULES", str(fake_typescript(tmp_path / "b", "9.9.8")))
+    assert run_gene(project, "inc", 1) == "fake 9.9.8"  # not the other compiler's output
+    monkeypatch.delenv("ROTIFER_NODE_MODULES")
+    assert run_gene(project, "inc", 1) == 2
+    assert len(list((project.cache_dir / "node").iterdir())) == 3
