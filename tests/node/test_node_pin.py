@@ -57,3 +57,20 @@ def test_the_cache_is_keyed_by_the_compiler(project: Project, tmp_path: Path,
     monkeypatch.delenv("ROTIFER_NODE_MODULES")
     assert run_gene(project, "inc", 1) == 2
     assert len(list((project.cache_dir / "node").iterdir())) == 3
+
+
+def test_a_gene_is_one_file(project: Project) -> None:
+    """Only index.ts is transpiled (and covered by the v2 id): importing another
+    .ts file fails clearly; a .js file beside it loads like a library would, as
+    for Python genes, outside the id."""
+    from rotifer.genes.errors import GeneFailed
+
+    write_gene(project.genes_dir, "imp", 'import { two } from "./helper";\n'
+               "export const express = () => two();\n", file="index.ts")
+    (project.genes_dir / "imp" / "helper.ts").write_text("export const two = (): number => 2;\n")
+    wrap_gene(project, "imp")
+    with pytest.raises(GeneFailed, match=r"cannot import '\./helper': a gene is one file") as info:
+        run_gene(project, "imp", {})
+    assert "Require stack" not in str(info.value)
+    (project.genes_dir / "imp" / "helper.js").write_text("exports.two = () => 'js';\n")
+    assert run_gene(project, "imp", {}) == "js"

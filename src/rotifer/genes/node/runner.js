@@ -195,7 +195,22 @@ function loadGene(start) {
     }
   }
   const realRequire = Module.createRequire(filename);
-  const geneRequire = (name) => (name === "@rotifer/playground/memory" ? PLAYGROUND : realRequire(name));
+  const geneRequire = (name) => {
+    if (name === "@rotifer/playground/memory") return PLAYGROUND;
+    try {
+      return realRequire(name);
+    } catch (err) {
+      if (err && err.code === "MODULE_NOT_FOUND" && /^\.{0,2}\//.test(String(name))) {
+        // A gene is one file: rotifer transpiles only index.ts, and only its
+        // bytes are covered by the v2 id.
+        const e = new Error(`cannot import '${name}': a gene is one file (rotifer runs only ` +
+          `${start.fileName}; other .ts files are not transpiled)`);
+        e.stack = e.message;
+        throw e;
+      }
+      throw err;
+    }
+  };
   const mod = { exports: {} };
   wrapper.call(mod.exports, mod.exports, geneRequire, mod, filename, start.geneDir);
   const express = mod.exports.express || (mod.exports.default && mod.exports.default.express);
@@ -207,8 +222,10 @@ function loadGene(start) {
 
 function describe(err) {
   if (err instanceof Error) {
-    const where = (err.stack || "").split("\n").slice(1).find((l) => l.includes(":")) || "";
-    return `${err.name}: ${err.message}${where ? ` (${where.trim()})` : ""}`;
+    // The first stack frame ("at f (file:line:col)"), not further message lines.
+    const where = (err.stack || "").split("\n").slice(1).find((l) => /^\s*at .*:\d+/.test(l)) || "";
+    const message = String(err.message).split("\n")[0];
+    return `${err.name}: ${message}${where ? ` (${where.trim()})` : ""}`;
   }
   return `threw ${safeInspect(err)}`;
 }
