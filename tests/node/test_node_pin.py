@@ -74,3 +74,21 @@ def test_a_gene_is_one_file(project: Project) -> None:
     assert "Require stack" not in str(info.value)
     (project.genes_dir / "imp" / "helper.js").write_text("exports.two = () => 'js';\n")
     assert run_gene(project, "imp", {}) == "js"
+
+
+def test_compile_of_a_typescript_gene_registers_it_and_it_keeps_memory(project: Project
+                                                                      ) -> None:
+    """rotifer has no TypeScript-to-WASM compiler: ``compile`` registers the same
+    v2 id as ``wrap`` and the gene runs on Node.js with ctx.memory."""
+    from rotifer.agents.build import compile_gene
+    from rotifer.agents.genome import Agents
+    from rotifer.agents.run import run_agent
+
+    write_gene(project.genes_dir, "rem", "export function express(i: any, ctx: any) {\n"
+               "  ctx.memory.writeMemory('rem/k', new Uint8Array([7]), 'CONTEXT');\n"
+               "  return Array.from(ctx.memory.readMemory('rem/k').value);\n}\n",
+               file="index.ts")
+    compiled = compile_gene(project, "rem")
+    assert compiled.v2_id is not None and compiled.v2_id == wrap_gene(project, "rem").v2_id
+    Agents(project).create("a", ["rem"], "seq", 1 << 20)
+    assert run_agent(project, "a", {}) == [7]
