@@ -65,11 +65,14 @@ def telemetry_enabled(environ: Mapping[str, str] | None = None) -> bool:
     return env.get("ROTIFER_TELEMETRY") != "0" and not env.get("DO_NOT_TRACK")
 
 
+# One encoder for every line: json.dumps with non-default options builds a
+# new JSONEncoder on each call, which costs more than encoding a line.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _encode(lines: Iterable[Mapping[str, Any]]) -> bytes:
-    return b"".join(
-        json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        for line in lines
-    )
+    encode = _ENCODER.encode
+    return b"".join(encode(line).encode() + b"\n" for line in lines)
 
 
 #: How far back an append looks for the start of a torn last line.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Protocol
 
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
@@ -72,6 +72,39 @@ class Brief:
     created_by: str
 
 
+_new_object = object.__new__
+(_set_agent_id, _set_key, _set_category, _set_value, _set_created_by, _set_creator_domain,
+ _set_last_accessed_by, _set_created_us, _set_updated_us, _set_access, _set_retention,
+ _set_expires_us, _set_seq) = (Row.__dict__[f.name].__set__ for f in fields(Row))
+
+
+def new_row(agent_id: str, key: str, category: Category, value: bytes, created_by: str,
+            creator_domain: str | None, last_accessed_by: str, created_us: int,
+            updated_us: int, access: AccessPolicy, retention: RetentionPolicy | None,
+            expires_us: int | None, seq: int) -> Row:
+    """``Row(...)`` positionally, for backends decoding what they read.
+
+    The same object the frozen dataclass's ``__init__`` builds (it, too, sets
+    each slot through ``object.__setattr__``), with the slot setters looked up
+    once: about three times faster, and a query decodes one row per entry.
+    """
+    row: Row = _new_object(Row)
+    _set_agent_id(row, agent_id)
+    _set_key(row, key)
+    _set_category(row, category)
+    _set_value(row, value)
+    _set_created_by(row, created_by)
+    _set_creator_domain(row, creator_domain)
+    _set_last_accessed_by(row, last_accessed_by)
+    _set_created_us(row, created_us)
+    _set_updated_us(row, updated_us)
+    _set_access(row, access)
+    _set_retention(row, retention)
+    _set_expires_us(row, expires_us)
+    _set_seq(row, seq)
+    return row
+
+
 class Transaction(Protocol):
     """Operations inside one transaction of a backend."""
 
@@ -88,6 +121,17 @@ class Transaction(Protocol):
         ...
 
     def get(self, agent_id: str, key: str) -> Row | None: ...
+
+    def lookup(self, agent_id: str, key: str | None, now_us: int
+               ) -> tuple[AgentRecord, bool, Row | None] | None:
+        """What every call starts from, in one statement: the agent's record,
+        whether any of its entries has expired by ``now_us``, and the entry
+        ``key`` as stored (``None`` if there is none, or no key was given).
+
+        ``None`` if the agent has no memory.  The row is returned even when it
+        has expired; the caller purges first and then drops it.
+        """
+        ...
 
     def put(self, row: Row) -> None:
         """Insert the row, or replace the one with the same (agent, key)."""

@@ -52,6 +52,7 @@ class ManualClock:
             self._now = when if isinstance(when, int) else parse_time(when)
 
 
+@functools.lru_cache(maxsize=8192)
 def format_time(us: int) -> str:
     """RFC 3339, UTC, ``Z`` suffix, microseconds kept."""
     seconds, micros = divmod(us, MICROS_PER_SECOND)

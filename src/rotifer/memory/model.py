@@ -10,6 +10,8 @@ parsed request JSON straight through.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -309,8 +311,13 @@ def check_value(value: object) -> bytes:
     return data
 
 
+@functools.lru_cache(maxsize=8192)
 def entry_id(agent_id: str, key: str) -> str:
-    """SHA-256 of the agent id, a NUL byte and the key (the contract's rule)."""
+    """SHA-256 of the agent id, a NUL byte and the key (the contract's rule).
+
+    Cached: every entry a query or read returns needs its id, and the same
+    keys come back again and again.
+    """
     return hashlib.sha256(agent_id.encode() + b"\x00" + key.encode()).hexdigest()
 
 
@@ -371,6 +378,34 @@ class MemoryEntry:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise invalid(f"not a memory entry: {exc}") from None
+
+
+_new_object = object.__new__
+(_set_entry_id, _set_category, _set_key, _set_value, _set_created_by, _set_last_accessed_by,
+ _set_created_at, _set_updated_at, _set_access_policy, _set_retention_policy) = (
+    MemoryEntry.__dict__[f.name].__set__ for f in dataclasses.fields(MemoryEntry))
+
+
+def stored_entry(entry_id: str, category: Category, key: str, value: bytes, created_by: str,
+                 last_accessed_by: str, created_at: str, updated_at: str,
+                 access_policy: AccessPolicy, retention_policy: RetentionPolicy | None
+                 ) -> MemoryEntry:
+    """``MemoryEntry(...)`` for fields the store has already checked, built the
+    way the frozen dataclass's own ``__init__`` does (it sets each slot through
+    ``object.__setattr__``) but with the slot setters looked up once: about
+    twice as fast, and a query builds one entry per row."""
+    entry: MemoryEntry = _new_object(MemoryEntry)
+    _set_entry_id(entry, entry_id)
+    _set_category(entry, category)
+    _set_key(entry, key)
+    _set_value(entry, value)
+    _set_created_by(entry, created_by)
+    _set_last_accessed_by(entry, last_accessed_by)
+    _set_created_at(entry, created_at)
+    _set_updated_at(entry, updated_at)
+    _set_access_policy(entry, access_policy)
+    _set_retention_policy(entry, retention_policy)
+    return entry
 
 
 __all__ = [

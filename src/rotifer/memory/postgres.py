@@ -157,6 +157,15 @@ BRIEF_COLUMNS: Final = "key, category, size, updated_us, seq, created_by"
 AGENT_COLUMNS: Final = (
     "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq"
 )
+# The agent, "has anything expired?" and the entry in one round trip.
+LOOKUP_SQL: Final = (
+    "SELECT " + ", ".join(f"a.{c}" for c in AGENT_COLUMNS.split(", "))
+    + ", EXISTS (SELECT 1 FROM memory_entries x WHERE x.agent_id = a.agent_id "
+    "AND x.expires_us IS NOT NULL AND x.expires_us <= %s), "
+    + ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
+    + " FROM memory_agents a LEFT JOIN memory_entries e ON e.agent_id = a.agent_id AND e.key = %s"
+    " WHERE a.agent_id = %s"
+)
 LOCK_AGENT_SQL: Final = "SELECT 1 FROM memory_agents WHERE agent_id = %s FOR UPDATE"
 
 
@@ -268,6 +277,17 @@ class PostgresTransaction:
         r = self._one(f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE agent_id = %s AND key = %s",
                       (agent_id, key))
         return None if r is None else make_row(r)
+
+    def lookup(self, agent_id: str, key: str | None, now_us: int
+               ) -> tuple[AgentRecord, bool, Row | None] | None:
+        if not _storable(agent_id):
+            return None
+        if key is not None and not _storable(key):
+            key = None  # no stored key contains NUL or a lone surrogate
+        r = self._one(LOOKUP_SQL, (now_us, key, agent_id))
+        if r is None:
+            return None
+        return make_agent(r[:6]), bool(r[6]), None if r[7] is None else make_row(r[7:])
 
     def put(self, row: Row) -> None:
         self._run(PUT_SQL, row_params(row))

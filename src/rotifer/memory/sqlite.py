@@ -14,16 +14,18 @@ Why these settings:
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
-from .backend import AgentRecord, Brief, Row, prefix_upper_bound
+from .backend import AgentRecord, Brief, Row, new_row, prefix_upper_bound
 from .errors import MemoryError, damaged, storage
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
@@ -74,6 +76,19 @@ PUT_SQL = (
     + ", ".join(f"{c} = excluded.{c}" for c in _PUT_COLUMNS.split(", ")[2:])
 )
 BRIEF_COLUMNS = "key, category, size, updated_us, seq, created_by"
+AGENT_COLUMNS = (
+    "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq"
+)
+# The agent, "has anything expired?" (the partial expiry index) and the entry
+# (the unique index): one statement instead of three on every call.
+LOOKUP_SQL = (
+    "SELECT " + ", ".join(f"a.{c}" for c in AGENT_COLUMNS.split(", "))
+    + ", EXISTS (SELECT 1 FROM memory_entries x WHERE x.agent_id = a.agent_id "
+    "AND x.expires_us IS NOT NULL AND x.expires_us <= ?), "
+    + ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
+    + " FROM memory_agents a LEFT JOIN memory_entries e ON e.agent_id = a.agent_id AND e.key = ?"
+    " WHERE a.agent_id = ?"
+)
 BATCH = 256
 BUSY_TIMEOUT_S = 30.0
 
@@ -83,7 +98,13 @@ def retention_to_text(policy: RetentionPolicy | None) -> str | None:
 
 
 def retention_from_text(text: str | None) -> RetentionPolicy | None:
-    return None if text is None else RetentionPolicy.parse(json.loads(text))
+    return None if text is None else _parse_retention(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_retention(text: str) -> RetentionPolicy:
+    """Stored retention policies repeat; parse each text once (they are immutable)."""
+    return RetentionPolicy.parse(json.loads(text))
 
 
 def row_params(row: Row) -> tuple[Any, ...]:
@@ -126,12 +147,13 @@ def _blob(value: object) -> bytes:
 
 def make_row(r: tuple[Any, ...]) -> Row:
     try:
-        return Row(
-            agent_id=r[0], key=r[1], category=_CATEGORIES[r[2]], value=_blob(r[3]),
-            created_by=r[4], creator_domain=r[5], last_accessed_by=r[6], created_us=r[7],
-            updated_us=r[8], access=_policy(r[9], r[10], r[11]),
-            retention=None if r[12] is None else retention_from_text(r[12]),
-            expires_us=r[13], seq=r[14],
+        # Positional, in ROW_COLUMNS order: agent_id, key, category, value,
+        # created_by, creator_domain, last_accessed_by, created_us, updated_us,
+        # access, retention, expires_us, seq.
+        return new_row(
+            r[0], r[1], _CATEGORIES[r[2]], _blob(r[3]), r[4], r[5], r[6], r[7], r[8],
+            _policy(r[9], r[10], r[11]), None if r[12] is None else _parse_retention(r[12]),
+            r[13], r[14],
         )
     except _UNREADABLE as exc:
         raise damaged(f"an entry {r[1]!r}", exc) from None
@@ -146,7 +168,12 @@ def make_brief(r: tuple[Any, ...]) -> Brief:
 
 
 def make_agent(r: tuple[Any, ...]) -> AgentRecord:
-    return AgentRecord(r[0], r[1], DataPolicy(r[2], bool(r[3])), r[4], r[5])
+    return AgentRecord(r[0], r[1], _data_policy(r[2], bool(r[3])), r[4], r[5])
+
+
+@functools.lru_cache(maxsize=256)
+def _data_policy(max_retention_days: int | None, anonymization_supported: bool) -> DataPolicy:
+    return DataPolicy(max_retention_days, anonymization_supported)
 
 
 class SqliteTransaction:
@@ -190,6 +217,13 @@ class SqliteTransaction:
         r = self._one(f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE agent_id = ? AND key = ?",
                       (agent_id, key))
         return None if r is None else make_row(r)
+
+    def lookup(self, agent_id: str, key: str | None, now_us: int
+               ) -> tuple[AgentRecord, bool, Row | None] | None:
+        r = self._one(LOOKUP_SQL, (now_us, key, agent_id))
+        if r is None:
+            return None
+        return make_agent(r[:6]), bool(r[6]), None if r[7] is None else make_row(r[7:])
 
     def put(self, row: Row) -> None:
         # An upsert, not INSERT OR REPLACE: replacing deletes the old row and
@@ -334,52 +368,85 @@ class SqliteBackend:
                     raise
                 time.sleep(0.005)
 
-    @contextmanager
-    def _transaction(self, begin: str) -> Iterator[SqliteTransaction]:
-        with self._lock:
-            try:
-                self._begin(begin)
-            except sqlite3.Error as exc:
-                raise storage(f"memory store failed: {exc}") from exc
-            try:
-                yield SqliteTransaction(self.conn)
-            except BaseException:
-                with suppress(sqlite3.Error):
-                    self.conn.execute("ROLLBACK")
-                raise
-            try:
-                self.conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                with suppress(sqlite3.Error):
-                    self.conn.execute("ROLLBACK")
-                raise storage(f"memory store failed to commit: {exc}") from exc
+    # The context managers are small classes rather than @contextmanager
+    # generators: every memory call opens one, and a generator (two, nested,
+    # for a transaction) costs several microseconds of a ~25 us read.
 
-    @contextmanager
-    def read(self) -> Iterator[SqliteTransaction]:
-        try:
-            with self._transaction("BEGIN DEFERRED") as tx:
-                yield tx
-        except sqlite3.Error as exc:
-            raise storage(f"memory store failed: {exc}") from exc
+    def read(self) -> _Transaction:
+        return _Transaction(self, "BEGIN DEFERRED")
 
-    @contextmanager
-    def write(self, agent_id: str | None) -> Iterator[SqliteTransaction]:
+    def write(self, agent_id: str | None) -> _Transaction:
         # SQLite has one writer per file, so "this agent exclusively" is the whole file.
-        try:
-            with self._transaction("BEGIN IMMEDIATE") as tx:
-                yield tx
-        except sqlite3.Error as exc:
-            raise storage(f"memory store failed: {exc}") from exc
+        return _Transaction(self, "BEGIN IMMEDIATE")
 
-    @contextmanager
-    def peek(self) -> Iterator[SqliteTransaction]:
+    def peek(self) -> _Peek:
         """Single statements, each atomic on its own: the cheapest point read."""
-        with self._lock:
-            try:
-                yield SqliteTransaction(self.conn)
-            except sqlite3.Error as exc:
-                raise storage(f"memory store failed: {exc}") from exc
+        return _Peek(self)
 
     def close(self) -> None:
         with self._lock:
             self.conn.close()
+
+
+class _Transaction(AbstractContextManager[SqliteTransaction]):
+    """One transaction under the backend's lock: begun on entry; committed on
+    a normal exit, rolled back on an exception.  SQLite errors, in the block
+    or from the commit, surface as MEMORY_STORAGE_ERROR."""
+
+    __slots__ = ("backend", "begin")
+
+    def __init__(self, backend: SqliteBackend, begin: str) -> None:
+        self.backend = backend
+        self.begin = begin
+
+    def __enter__(self) -> SqliteTransaction:
+        backend = self.backend
+        backend._lock.acquire()
+        try:
+            backend._begin(self.begin)
+        except sqlite3.Error as exc:
+            backend._lock.release()
+            raise storage(f"memory store failed: {exc}") from exc
+        except BaseException:
+            backend._lock.release()
+            raise
+        return SqliteTransaction(backend.conn)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        backend = self.backend
+        conn = backend.conn
+        try:
+            if exc is not None:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise storage(f"memory store failed: {exc}") from exc
+                return  # the block's exception propagates
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as commit_exc:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise storage(f"memory store failed to commit: {commit_exc}") from commit_exc
+        finally:
+            backend._lock.release()
+
+
+class _Peek(AbstractContextManager[SqliteTransaction]):
+    """Statements outside any transaction, under the backend's lock."""
+
+    __slots__ = ("backend",)
+
+    def __init__(self, backend: SqliteBackend) -> None:
+        self.backend = backend
+
+    def __enter__(self) -> SqliteTransaction:
+        self.backend._lock.acquire()
+        return SqliteTransaction(self.backend.conn)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.backend._lock.release()
+        if isinstance(exc, sqlite3.Error):
+            raise storage(f"memory store failed: {exc}") from exc

@@ -42,6 +42,7 @@ from .model import (
     entry_id,
     parse_category,
     parse_retention,
+    stored_entry,
 )
 from .policy import Actor, check_fits_data_policy, expires_at, scope_allows
 
@@ -71,17 +72,10 @@ class GeneMemoryAccess(Protocol):
 
 
 def to_entry(row: Row, last_accessed_by: str | None = None) -> MemoryEntry:
-    return MemoryEntry(
-        entry_id=entry_id(row.agent_id, row.key),
-        category=row.category,
-        key=row.key,
-        value=row.value,
-        created_by=row.created_by,
-        last_accessed_by=last_accessed_by or row.last_accessed_by,
-        created_at=format_time(row.created_us),
-        updated_at=format_time(row.updated_us),
-        access_policy=row.access,
-        retention_policy=row.retention,
+    return stored_entry(
+        entry_id(row.agent_id, row.key), row.category, row.key, row.value, row.created_by,
+        last_accessed_by or row.last_accessed_by, format_time(row.created_us),
+        format_time(row.updated_us), row.access, row.retention,
     )
 
 
@@ -94,6 +88,9 @@ class _Change:
     actor: str | None
     lines: list[dict[str, Any]] = field(default_factory=list)
     error: MemoryError | None = None
+    #: The entry under the call's key as stored when the transaction began
+    #: (after the expiry purge), so the body need not read it again.
+    row: Row | None = None
 
     def line(self, action: str, key: str | None, category: Category | None, nbytes: int,
              actor: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -222,21 +219,28 @@ class MemoryStore:
     # -- the machinery every call shares ------------------------------------
 
     def change(self, agent_id: str, actor: str | None,
-               body: Callable[[Transaction, AgentRecord, _Change], _T]) -> _T:
+               body: Callable[[Transaction, AgentRecord, _Change], _T],
+               key: str | None = None) -> _T:
         """Run ``body`` in one write transaction on ``agent_id``.
 
         Expired entries go first.  ``body`` records audit lines on the change and
         may set ``change.error`` to refuse; the lines are appended before the
         commit and the refusal is raised after it (so a refusal is audited and
-        the expiry purge it triggered still happens).
+        the expiry purge it triggered still happens).  With ``key``,
+        ``change.row`` is that entry as stored (``None`` if there is none).
         """
         now = self.clock.now_us()
         change = _Change(agent_id, now, actor)
         with self.backend.write(agent_id) as tx:
-            record = tx.get_agent(agent_id)
-            if record is None:
+            opened = tx.lookup(agent_id, key, now)
+            if opened is None:
                 raise storage(f"agent {agent_id!r} has no memory in this store")
-            record = self._purge(tx, record, change)
+            record, stale, row = opened
+            if stale:
+                record = self._purge(tx, record, change)
+                if row is not None and row.expires_us is not None and row.expires_us <= now:
+                    row = None  # just purged
+            change.row = row
             result = body(tx, record, change)
             self.audit.write(change.lines)
         if change.error is not None:
@@ -260,7 +264,8 @@ class MemoryStore:
 
     def has_expired(self, agent_id: str, now_us: int) -> bool:
         with self.backend.peek() as tx:
-            return next(iter(tx.iter_expired(agent_id, now_us)), None) is not None
+            opened = tx.lookup(agent_id, None, now_us)
+        return opened is not None and opened[1]
 
     def purge_expired(self, agent_id: str) -> None:
         """Remove (and audit) whatever has expired, if anything has."""
@@ -314,23 +319,23 @@ class GeneMemory:
         store = self.store
         now = store.clock.now_us()
         with store.backend.peek() as tx:
-            stale = next(iter(tx.iter_expired(self.agent_id, now)), None) is not None
-            row = None if stale else tx.get(self.agent_id, key)
+            opened = tx.lookup(self.agent_id, key, now)  # one statement
+        stale, row = (False, None) if opened is None else opened[1:]
         if not stale:
             if row is None or (wanted is not None and row.category is not wanted):
                 return None
             if not scope_allows(row.access.read_scope, actor, row.created_by, row.creator_domain):
                 store.change(self.agent_id, actor.gene_id,
-                             lambda tx, rec, ch: self._read_in(tx, ch, key, wanted, actor))
+                             lambda tx, rec, ch: self._read_in(tx, ch, key, wanted, actor), key)
                 return None  # pragma: no cover - _read_in refuses
             if row.last_accessed_by == actor.gene_id:
                 return to_entry(row)  # nothing changes, so nothing is written
         return store.change(self.agent_id, actor.gene_id,
-                            lambda tx, rec, ch: self._read_in(tx, ch, key, wanted, actor))
+                            lambda tx, rec, ch: self._read_in(tx, ch, key, wanted, actor), key)
 
     def _read_in(self, tx: Transaction, change: _Change, key: str, wanted: Category | None,
                  actor: Actor) -> MemoryEntry | None:
-        row = tx.get(self.agent_id, key)
+        row = change.row
         if row is None or (wanted is not None and row.category is not wanted):
             return None
         if not scope_allows(row.access.read_scope, actor, row.created_by, row.creator_domain):
@@ -362,7 +367,7 @@ class GeneMemory:
         entry = self.store.change(
             self.agent_id, actor.gene_id,
             lambda tx, rec, ch: self._write_in(tx, rec, ch, actor, key, data, cat, access,
-                                               retention))
+                                               retention), key)
         assert entry is not None  # a refused write raised in change()
         return entry
 
@@ -371,7 +376,7 @@ class GeneMemory:
                   retention: RetentionPolicy | Unset | None) -> MemoryEntry | None:
         """The write itself; ``None`` when refused (``change.error`` says why)."""
         size = len(key.encode()) + len(data)
-        old = tx.get(self.agent_id, key)
+        old = change.row
         if old is not None:
             if not scope_allows(old.access.write_scope, actor, old.created_by, old.creator_domain):
                 change.refuse(denied(
@@ -472,11 +477,11 @@ class GeneMemory:
         actor = self._require_actor("delete", key)
         check_key(key)
         self.store.change(self.agent_id, actor.gene_id,
-                          lambda tx, rec, ch: self._delete_in(tx, rec, ch, actor, key))
+                          lambda tx, rec, ch: self._delete_in(tx, rec, ch, actor, key), key)
 
     def _delete_in(self, tx: Transaction, record: AgentRecord, change: _Change, actor: Actor,
                    key: str) -> None:
-        row = tx.get(self.agent_id, key)
+        row = change.row
         if row is None:
             change.error = MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
             return
@@ -524,13 +529,13 @@ class DeployerMemory:
         check_key(key)
 
         def body(tx: Transaction, record: AgentRecord, change: _Change) -> int:
-            row = tx.get(self.agent_id, key)
+            row = change.row
             if row is None:
                 change.error = MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
                 return 0
             return _deployer_delete(tx, record, change, [row])
 
-        return self.store.change(self.agent_id, DEPLOYER, body)
+        return self.store.change(self.agent_id, DEPLOYER, body, key)
 
     def delete_category(self, category: Category | str) -> int:
         wanted = parse_category(category)
