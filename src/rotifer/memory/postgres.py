@@ -80,6 +80,8 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 
 SCHEMA_VERSION: Final = 1
 BATCH: Final = 256
+#: The first page of the cleanup and expiry scans (they double from there).
+FIRST_PAGE: Final = 16
 #: How long a writer waits for a busy agent before MEMORY_STORAGE_ERROR.
 LOCK_TIMEOUT_MS: Final = 30_000
 #: Attempts at beginning a transaction (stale connection, serialization, deadlock).
@@ -302,30 +304,35 @@ class PostgresTransaction:
                       (agent_id, keys))
 
     def _pages(self, sql: str, params: tuple[Any, ...], after_sql: str,
-               after_of: Any) -> Iterator[tuple[Any, ...]]:
+               after_of: Any, first: int = BATCH) -> Iterator[tuple[Any, ...]]:
         """Keyset pagination: each page is fetched whole, so the caller may
-        write between pages without disturbing an open cursor."""
+        write between pages without disturbing an open cursor.  Pages start
+        at ``first`` rows and double up to :data:`BATCH`."""
         after: tuple[Any, ...] = ()
+        size = first
         while True:
-            rows = self._all(sql.format(after=after_sql if after else ""), params + after)
+            rows = self._all(sql.format(after=after_sql if after else "", limit=size),
+                             params + after)
             yield from rows
-            if len(rows) < BATCH:
+            if len(rows) < size:
                 return
             after = after_of(rows[-1])
+            size = min(2 * size, BATCH)
 
     def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]:
         sql = (f"SELECT expires_us, {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = %s "
                "AND expires_us IS NOT NULL AND expires_us <= %s {after} "
-               f"ORDER BY expires_us, seq LIMIT {BATCH}")
+               f"ORDER BY expires_us, seq LIMIT {{limit}}")
         for r in self._pages(sql, (agent_id, now_us), "AND (expires_us, seq) > (%s, %s)",
-                             lambda r: (r[0], r[5])):
+                             lambda r: (r[0], r[5]), FIRST_PAGE):
             yield make_brief(r[1:])
 
     def iter_oldest(self, agent_id: str, category: Category) -> Iterator[Brief]:
         sql = (f"SELECT {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = %s "
-               f"AND category = %s {{after}} ORDER BY updated_us, seq LIMIT {BATCH}")
+               f"AND category = %s {{after}} ORDER BY updated_us, seq LIMIT {{limit}}")
         for r in self._pages(sql, (agent_id, category.value),
-                             "AND (updated_us, seq) > (%s, %s)", lambda r: (r[3], r[4])):
+                             "AND (updated_us, seq) > (%s, %s)", lambda r: (r[3], r[4]),
+                             FIRST_PAGE):
             yield make_brief(r)
 
     def iter_newest(
@@ -359,7 +366,7 @@ class PostgresTransaction:
             where.append("updated_us < %s")
             params.append(until_us)
         sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
-               f"ORDER BY updated_us DESC, seq DESC LIMIT {BATCH}")
+               f"ORDER BY updated_us DESC, seq DESC LIMIT {{limit}}")
         for r in self._pages(sql, tuple(params), "AND (updated_us, seq) < (%s, %s)",
                              lambda r: (r[8], r[14])):
             row = make_row(r)

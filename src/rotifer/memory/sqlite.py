@@ -90,6 +90,9 @@ LOOKUP_SQL = (
     " WHERE a.agent_id = ?"
 )
 BATCH = 256
+#: The first page of the cleanup and expiry scans (they double from there).
+FIRST_PAGE = 16
+DELETE_CHUNK = 500
 BUSY_TIMEOUT_S = 30.0
 
 
@@ -237,35 +240,46 @@ class SqliteTransaction:
             (gene_id, agent_id, key))
 
     def delete(self, agent_id: str, keys: list[str]) -> None:
-        self.conn.executemany("DELETE FROM memory_entries WHERE agent_id = ? AND key = ?",
-                              [(agent_id, k) for k in keys])
+        # A statement per chunk of keys, not per key: an eviction of 100 entries
+        # is one DELETE.
+        for start in range(0, len(keys), DELETE_CHUNK):
+            chunk = keys[start:start + DELETE_CHUNK]
+            self.conn.execute(
+                "DELETE FROM memory_entries WHERE agent_id = ? AND key IN "
+                f"({', '.join('?' * len(chunk))})", (agent_id, *chunk))
 
     def _pages(self, sql: str, params: tuple[Any, ...], after_sql: str,
-               make_after: Any) -> Iterator[tuple[Any, ...]]:
+               make_after: Any, first: int = BATCH) -> Iterator[tuple[Any, ...]]:
         """Keyset pagination: each page is fetched whole, so the caller may
-        write between pages without disturbing an open cursor."""
+        write between pages without disturbing an open cursor.  Pages start
+        at ``first`` rows and double up to :data:`BATCH`, so a caller that
+        usually wants a few rows (cleanup: the oldest one or two) fetches few."""
         after: tuple[Any, ...] = ()
+        size = first
         while True:
             extra = after_sql if after else ""
-            rows = self.conn.execute(sql.format(after=extra), params + after).fetchall()
+            rows = self.conn.execute(sql.format(after=extra, limit=size), params + after
+                                     ).fetchall()
             yield from rows
-            if len(rows) < BATCH:
+            if len(rows) < size:
                 return
             after = make_after(rows[-1])
+            size = min(2 * size, BATCH)
 
     def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]:
         sql = (f"SELECT expires_us, {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = ? "
                "AND expires_us IS NOT NULL AND expires_us <= ? {after} "
-               f"ORDER BY expires_us, seq LIMIT {BATCH}")
+               "ORDER BY expires_us, seq LIMIT {limit}")
         for r in self._pages(sql, (agent_id, now_us), "AND (expires_us, seq) > (?, ?)",
-                             lambda r: (r[0], r[5])):
+                             lambda r: (r[0], r[5]), FIRST_PAGE):
             yield make_brief(r[1:])
 
     def iter_oldest(self, agent_id: str, category: Category) -> Iterator[Brief]:
         sql = (f"SELECT {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = ? AND category = ? "
-               f"{{after}} ORDER BY updated_us, seq LIMIT {BATCH}")
+               "{after} ORDER BY updated_us, seq LIMIT {limit}")
         for r in self._pages(sql, (agent_id, category.value),
-                             "AND (updated_us, seq) > (?, ?)", lambda r: (r[3], r[4])):
+                             "AND (updated_us, seq) > (?, ?)", lambda r: (r[3], r[4]),
+                             FIRST_PAGE):
             yield make_brief(r)
 
     def iter_newest(
@@ -296,7 +310,7 @@ class SqliteTransaction:
             where.append("updated_us < ?")
             params.append(until_us)
         sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
-               f"ORDER BY updated_us DESC, seq DESC LIMIT {BATCH}")
+               "ORDER BY updated_us DESC, seq DESC LIMIT {limit}")
         for r in self._pages(sql, tuple(params), "AND (updated_us, seq) < (?, ?)",
                              lambda r: (r[8], r[14])):
             row = make_row(r)
