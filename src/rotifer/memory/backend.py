@@ -24,6 +24,44 @@ from typing import Protocol
 
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
 
+# -- SQL shared by the SQLite and PostgreSQL backends ------------------------------
+# Both keep the same tables; only the parameter placeholder differs (``?`` or
+# ``%s``).  Their ``make_row`` / ``make_brief`` / ``make_agent`` read result
+# rows in these column orders.
+
+ROW_COLUMNS = (
+    "agent_id, key, category, value, created_by, creator_domain, last_accessed_by, "
+    "created_us, updated_us, read_scope, write_scope, share_policy, retention, expires_us, seq"
+)
+PUT_COLUMNS = ROW_COLUMNS.replace("value,", "value, size,")
+BRIEF_COLUMNS = "key, category, size, updated_us, seq, created_by"
+AGENT_COLUMNS = (
+    "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq"
+)
+
+
+def put_sql(placeholder: str) -> str:
+    """Insert an entry, or update it in place (an upsert, not a delete and insert:
+    replacing a row rewrites every index entry and a large value's overflow pages).
+    Parameters: :data:`PUT_COLUMNS` in order."""
+    columns = PUT_COLUMNS.split(", ")
+    return (f"INSERT INTO memory_entries ({PUT_COLUMNS}) "
+            f"VALUES ({', '.join([placeholder] * len(columns))}) "
+            "ON CONFLICT (agent_id, key) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in columns[2:]))
+
+
+def lookup_sql(placeholder: str) -> str:
+    """The agent, "has anything expired?" (the partial expiry index) and the entry
+    (the unique index) in one statement instead of three on every call.
+    Parameters: now (microseconds), key, agent id."""
+    return ("SELECT " + ", ".join(f"a.{c}" for c in AGENT_COLUMNS.split(", "))
+            + ", EXISTS (SELECT 1 FROM memory_entries x WHERE x.agent_id = a.agent_id "
+            f"AND x.expires_us IS NOT NULL AND x.expires_us <= {placeholder}), "
+            + ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
+            + " FROM memory_agents a LEFT JOIN memory_entries e ON e.agent_id = a.agent_id "
+            f"AND e.key = {placeholder} WHERE a.agent_id = {placeholder}")
+
 
 @dataclass(frozen=True, slots=True)
 class AgentRecord:

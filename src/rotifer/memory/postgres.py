@@ -72,7 +72,17 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 
-from .backend import AgentRecord, Brief, Row, prefix_upper_bound
+from .backend import (
+    AGENT_COLUMNS,
+    BRIEF_COLUMNS,
+    ROW_COLUMNS,
+    AgentRecord,
+    Brief,
+    Row,
+    lookup_sql,
+    prefix_upper_bound,
+    put_sql,
+)
 from .errors import MemoryError, damaged, storage
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
@@ -142,32 +152,8 @@ CREATE INDEX IF NOT EXISTS memory_entries_expiry
     ON memory_entries (agent_id, expires_us, seq) WHERE expires_us IS NOT NULL;
 """
 
-ROW_COLUMNS: Final = (
-    "agent_id, key, category, value, created_by, creator_domain, last_accessed_by, "
-    "created_us, updated_us, read_scope, write_scope, share_policy, retention, expires_us, seq"
-)
-_PUT_COLUMNS: Final = ROW_COLUMNS.replace("value,", "value, size,")
-_PUT_UPDATES: Final = ", ".join(
-    f"{c} = EXCLUDED.{c}" for c in (c.strip() for c in _PUT_COLUMNS.split(","))
-    if c not in ("agent_id", "key")
-)
-PUT_SQL: Final = (
-    f"INSERT INTO memory_entries ({_PUT_COLUMNS}) VALUES ({', '.join(['%s'] * 16)}) "
-    f"ON CONFLICT (agent_id, key) DO UPDATE SET {_PUT_UPDATES}"
-)
-BRIEF_COLUMNS: Final = "key, category, size, updated_us, seq, created_by"
-AGENT_COLUMNS: Final = (
-    "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq"
-)
-# The agent, "has anything expired?" and the entry in one round trip.
-LOOKUP_SQL: Final = (
-    "SELECT " + ", ".join(f"a.{c}" for c in AGENT_COLUMNS.split(", "))
-    + ", EXISTS (SELECT 1 FROM memory_entries x WHERE x.agent_id = a.agent_id "
-    "AND x.expires_us IS NOT NULL AND x.expires_us <= %s), "
-    + ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
-    + " FROM memory_agents a LEFT JOIN memory_entries e ON e.agent_id = a.agent_id AND e.key = %s"
-    " WHERE a.agent_id = %s"
-)
+PUT_SQL: Final = put_sql("%s")
+LOOKUP_SQL: Final = lookup_sql("%s")
 LOCK_AGENT_SQL: Final = "SELECT 1 FROM memory_agents WHERE agent_id = %s FOR UPDATE"
 
 

@@ -25,7 +25,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .backend import AgentRecord, Brief, Row, new_row, prefix_upper_bound
+from .backend import (
+    BRIEF_COLUMNS,
+    ROW_COLUMNS,
+    AgentRecord,
+    Brief,
+    Row,
+    lookup_sql,
+    new_row,
+    prefix_upper_bound,
+    put_sql,
+)
 from .errors import MemoryError, damaged, storage
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
@@ -65,30 +75,8 @@ CREATE INDEX IF NOT EXISTS memory_entries_expiry
     ON memory_entries (agent_id, expires_us, seq) WHERE expires_us IS NOT NULL;
 """
 
-ROW_COLUMNS = (
-    "agent_id, key, category, value, created_by, creator_domain, last_accessed_by, "
-    "created_us, updated_us, read_scope, write_scope, share_policy, retention, expires_us, seq"
-)
-_PUT_COLUMNS = ROW_COLUMNS.replace("value,", "value, size,")
-PUT_SQL = (
-    f"INSERT INTO memory_entries ({_PUT_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id, key) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _PUT_COLUMNS.split(", ")[2:])
-)
-BRIEF_COLUMNS = "key, category, size, updated_us, seq, created_by"
-AGENT_COLUMNS = (
-    "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq"
-)
-# The agent, "has anything expired?" (the partial expiry index) and the entry
-# (the unique index): one statement instead of three on every call.
-LOOKUP_SQL = (
-    "SELECT " + ", ".join(f"a.{c}" for c in AGENT_COLUMNS.split(", "))
-    + ", EXISTS (SELECT 1 FROM memory_entries x WHERE x.agent_id = a.agent_id "
-    "AND x.expires_us IS NOT NULL AND x.expires_us <= ?), "
-    + ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
-    + " FROM memory_agents a LEFT JOIN memory_entries e ON e.agent_id = a.agent_id AND e.key = ?"
-    " WHERE a.agent_id = ?"
-)
+PUT_SQL = put_sql("?")
+LOOKUP_SQL = lookup_sql("?")
 BATCH = 256
 #: The first page of the cleanup and expiry scans (they double from there).
 FIRST_PAGE = 16
