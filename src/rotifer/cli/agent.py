@@ -134,12 +134,17 @@ def _usage_of(project: Project, names: list[str]) -> dict[str, tuple[int, int]]:
     return usage
 
 
-def _agent_usage(store: MemoryStore, name: str) -> tuple[int, int]:
+def _require_memory(store: MemoryStore, name: str) -> None:
+    """MEMORY_STORAGE_ERROR, saying which store, when ``name`` has no memory there."""
     from rotifer.memory.errors import storage
 
     if not store.has_agent(name):
         raise storage(f"agent '{name}' has no memory in {_where(store)} (was it moved or "
                       "its store replaced?)")
+
+
+def _agent_usage(store: MemoryStore, name: str) -> tuple[int, int]:
+    _require_memory(store, name)
     return store.usage(name)
 
 
@@ -208,8 +213,12 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
     project = common.project_of(ctx)
     Agents(project).get(name)
     with project.open_store(name) as store:
-        used, quota = _agent_usage(store, name)  # purges what has expired first
+        _require_memory(store, name)
+        # list() removes what has expired first, so the record read after it
+        # gives the usage of exactly the entries listed.
         entries = sorted(store.deployer(name).list(category), key=lambda e: e.key)
+        record = store.agent_record(name)
+    used, quota = record.used_bytes, record.quota_bytes
     if as_json:
         common.print_json({"agent": name, "usedBytes": used, "quotaBytes": quota,
                            "entries": [_entry_json(e) for e in entries]})
@@ -243,7 +252,7 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
     project = common.project_of(ctx)
     Agents(project).get(name)
     with project.open_store(name) as store:
-        _agent_usage(store, name)
+        _require_memory(store, name)
         deployer = store.deployer(name)
         removed = deployer.delete_key(key) if key is not None else \
             deployer.delete_category(category or "")

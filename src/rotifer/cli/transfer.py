@@ -39,7 +39,7 @@ from rotifer.memory.transfer import (
     read_export,
 )
 
-from .common import project_of
+from .common import plural, project_of
 
 
 def normalize_url(url: str, cwd: Path | None = None) -> str:
@@ -68,21 +68,17 @@ def _quota(text: str | None) -> int | None:
     return None if text is None else parse_size(text)
 
 
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun[:-1]}ies"
-
-
 def _summary(verb: str, report: TransferReport) -> str:
     counts = ", ".join(f"{cat} {n}" for cat, n in report.counts.items()
                        if n or cat != "CACHE")
-    return (f"{verb} agent '{report.agent}': {_n(report.entries, 'entry')}, {report.bytes} bytes "
+    return (f"{verb} agent '{report.agent}': {plural(report.entries, 'entry', 'entries')}, {report.bytes} bytes "
             f"({counts})")
 
 
 def _left_behind(report: TransferReport) -> str | None:
     if not report.left_behind:
         return None
-    return (f"{_n(report.left_behind, 'CACHE entry')} ({report.left_behind_bytes} bytes) left "
+    return (f"{plural(report.left_behind, 'CACHE entry', 'CACHE entries')} ({report.left_behind_bytes} bytes) left "
             "behind (use --keep-cache to carry them)")
 
 
