@@ -23,12 +23,15 @@ import subprocess
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
 from rotifer.genes.gene import Gene
 from rotifer.memory import UNSET, GeneMemoryAccess, MemoryEntry, MemoryError
 from rotifer.memory.errors import invalid
+
+if TYPE_CHECKING:  # the same sink type as Python genes, without importing their runner
+    from rotifer.genes.python import LogSink
 
 RUNNER = Path(__file__).with_name("runner.js")
 #: The folder holding ``@rotifer/playground/memory.d.ts`` (the types genes import).
@@ -39,7 +42,6 @@ ENV_NODE_MODULES = "ROTIFER_NODE_MODULES"
 #: A gene's output, logs and memory traffic beyond this many bytes a message is refused.
 MAX_MESSAGE_BYTES = 64 << 20
 
-LogSink = Any  # Callable[[str, str], None]; kept loose to avoid importing genes.python
 
 
 @lru_cache(maxsize=4)
