@@ -9,6 +9,7 @@ the gene may have grown it since the last call.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import wasmtime
@@ -81,3 +82,40 @@ class GuestMemory:
         except wasmtime.WasmtimeError:
             return False
         return self.size() >= size
+
+
+class CallView:
+    """The gene's memory for the length of one host call.
+
+    While a host function runs the guest cannot, so its memory can neither
+    grow nor move: ``size`` and the ``base`` address are taken once per call
+    (not before every access, an FFI round trip each), and bytes are copied
+    with ctypes after the same bounds checks as :class:`GuestMemory`.  A view
+    must not outlive the host call it was made for.
+    """
+
+    __slots__ = ("_base", "size")
+
+    def __init__(self, size: int, base: int) -> None:
+        self.size = size
+        self._base = base
+
+    def fits(self, ptr: int, length: int) -> bool:
+        """Whether ``[ptr, ptr + length)`` lies inside the memory."""
+        return ptr >= 0 and length >= 0 and ptr + length <= self.size
+
+    def read(self, ptr: int, length: int) -> bytes:
+        if not self.fits(ptr, length):
+            raise IndexError(f"[{ptr}, {ptr + length}) is outside the gene's memory")
+        return ctypes.string_at(self._base + ptr, length) if length else b""
+
+    def write(self, ptr: int, data: bytes) -> None:
+        if not self.fits(ptr, len(data)):
+            raise IndexError(f"[{ptr}, {ptr + len(data)}) is outside the gene's memory")
+        if data:
+            ctypes.memmove(self._base + ptr, data, len(data))
+
+
+def base_address(memory: wasmtime.Memory, store: Any) -> int:
+    """Where the memory's bytes start now (0 for an empty memory)."""
+    return ctypes.addressof(memory.data_ptr(store).contents) if memory.data_len(store) else 0
