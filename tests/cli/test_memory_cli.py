@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -286,3 +289,21 @@ def test_delete_refusals_remove_nothing(proj: Path) -> None:
     refused(proj, "AGENT_NOT_FOUND", "agent", "memory", "delete", "nobody", "--key", "memo/c1")
     assert memory_json(proj) == before
     assert not [line for line in audit(proj)[lines:] if line["actor"] == "deployer"]
+
+
+def test_list_loads_no_gene_transfer_or_wasm_code(proj: Path) -> None:
+    """`agent memory list` must start fast: it imports the store and the CLI, not
+    the gene loader, the transfer code or wasmtime (the bench measures the time)."""
+    code = ("import sys; from rotifer.cli.main import main\n"
+            "try:\n    main(['agent', 'memory', 'list', 'bot'])\n"
+            "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "heavy = sorted(m for m in sys.modules if m.startswith(('rotifer.genes.gene',"
+            " 'rotifer.genes.wasm', 'rotifer.genes.node', 'rotifer.memory.transfer',"
+            " 'wasmtime', 'psycopg')))\n"
+            "print('loaded:', heavy)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("ROTIFER_PROJECT", "ROTIFER_MEMORY_URL")}
+    done = subprocess.run([sys.executable, "-c", code], cwd=proj, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "No entries" in done.stdout or "KEY" in done.stdout, done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "loaded: []", done.stdout

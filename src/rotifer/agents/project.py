@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import InvalidAgent, ProjectNotFound, RotiferError
-from rotifer.genes.gene import Gene, load_gene
-from rotifer.genes.registry import Registry
 
 if TYPE_CHECKING:
+    from rotifer.genes.gene import Gene
+    from rotifer.genes.registry import Registry
     from rotifer.memory import Clock, MemoryStore
 
 DOT = ".rotifer"
@@ -91,11 +91,17 @@ class Project:
     def registry(self) -> Registry:
         """The project's registry of wrapped/compiled gene ids (one per Project)."""
         if self._registry is None:
+            # Imported on first use (like the gene loader below): commands that only
+            # look at memory never load the gene code.
+            from rotifer.genes.registry import Registry
+
             self._registry = Registry(self.dot)
         return self._registry
 
     def load_gene(self, name: str) -> Gene:
         """Load ``genes/NAME``; ``v2_id`` is set only if its content is registered."""
+        from rotifer.genes.gene import load_gene
+
         return load_gene(self.genes_dir, name, self.registry())
 
     # -- memory ---------------------------------------------------------------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -30,14 +31,9 @@ from rotifer.agents.genome import Agents
 from rotifer.agents.project import ENV_MEMORY_URL, Project
 from rotifer.genes.errors import RotiferError
 from rotifer.memory import ErrorCode, MemoryError, MemoryStore, parse_size
-from rotifer.memory.transfer import (
-    TransferReport,
-    describe,
-    export_agent,
-    import_agent,
-    move_agent,
-    read_export,
-)
+
+if TYPE_CHECKING:
+    from rotifer.memory.transfer import TransferReport
 
 from .common import plural, project_of
 
@@ -85,6 +81,10 @@ def _left_behind(report: TransferReport) -> str | None:
 def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
             quota: str | None = None) -> list[str]:
     """Move ``name``'s memory to ``to`` and bind the agent there; the lines to print."""
+    # Imported here, as in the other commands: every other command (``agent memory
+    # list`` above all) starts faster without the transfer code.
+    from rotifer.memory.transfer import describe, move_agent
+
     if os.environ.get(ENV_MEMORY_URL):
         raise MemoryError(
             ErrorCode.INVALID_INPUT,
@@ -117,6 +117,8 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
 def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = False
               ) -> list[str]:
     """Write a copy of ``name``'s memory to ``file``; the lines to print."""
+    from rotifer.memory.transfer import export_agent
+
     Agents(project).get(name)
     file = file.absolute()  # the audit line says where the copy went
     with project.open_store(name) as store:
@@ -129,6 +131,8 @@ def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = Fal
 
 def do_import(project: Project, file: Path, *, quota: str | None = None) -> list[str]:
     """Load ``file`` into the store of the agent it names; the lines to print."""
+    from rotifer.memory.transfer import import_agent, read_export
+
     file = file.absolute()
     bundle = read_export(file)
     name = bundle.get("agent")
