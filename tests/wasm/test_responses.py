@@ -17,7 +17,7 @@ retentions = st.none() | st.builds(
     RetentionPolicy, st.none() | st.integers(0, 2**40), st.booleans(), st.booleans())
 entries = st.builds(
     MemoryEntry,
-    entry_id=texts.map(lambda k: entry_id("agent", k)),
+    entry_id=texts | texts.map(lambda k: entry_id("agent", k)),
     category=st.sampled_from(list(Category)),
     key=texts,
     value=st.binary(max_size=200),

@@ -24,6 +24,11 @@ def as_u32(value: int) -> int:
     return value & U32_MASK
 
 
+def inside(ptr: int, length: int, size: int) -> bool:
+    """Whether ``[ptr, ptr + length)`` lies inside a memory of ``size`` bytes."""
+    return ptr >= 0 and length >= 0 and ptr + length <= size
+
+
 class GuestMemory:
     """One gene memory as seen through a store (or a host call's caller)."""
 
@@ -34,22 +39,20 @@ class GuestMemory:
     def size(self) -> int:
         return int(self.memory.data_len(self.store))
 
+    def view(self) -> CallView:
+        """The memory as it is now; valid until the guest runs (and may grow it) again."""
+        size = self.size()
+        return CallView(size, base_address(self.memory, self.store, size))
+
     def fits(self, ptr: int, length: int) -> bool:
         """Whether ``[ptr, ptr + length)`` lies inside the memory."""
-        return ptr >= 0 and length >= 0 and ptr + length <= self.size()
+        return inside(ptr, length, self.size())
 
     def read(self, ptr: int, length: int) -> bytes:
-        if not self.fits(ptr, length):
-            raise IndexError(f"[{ptr}, {ptr + length}) is outside the gene's memory")
-        if length == 0:
-            return b""
-        return bytes(self.memory.read(self.store, ptr, ptr + length))
+        return self.view().read(ptr, length)
 
     def write(self, ptr: int, data: bytes) -> None:
-        if not self.fits(ptr, len(data)):
-            raise IndexError(f"[{ptr}, {ptr + len(data)}) is outside the gene's memory")
-        if data:
-            self.memory.write(self.store, data, ptr)
+        self.view().write(ptr, data)
 
     def read_c_string(self, ptr: int, limit: int) -> bytes | None:
         """The bytes from ``ptr`` up to the first NUL, or None if there is no
@@ -89,9 +92,10 @@ class CallView:
 
     While a host function runs the guest cannot, so its memory can neither
     grow nor move: ``size`` and the ``base`` address are taken once per call
-    (not before every access, an FFI round trip each), and bytes are copied
-    with ctypes after the same bounds checks as :class:`GuestMemory`.  A view
-    must not outlive the host call it was made for.
+    (not before every access, an FFI round trip each).  Every access is
+    checked here against ``size`` and then copied with ctypes;
+    :class:`GuestMemory` reads and writes through a fresh view.  A view must
+    not outlive the host call (or, outside one, the moment) it was made for.
     """
 
     __slots__ = ("_base", "size")
@@ -102,7 +106,7 @@ class CallView:
 
     def fits(self, ptr: int, length: int) -> bool:
         """Whether ``[ptr, ptr + length)`` lies inside the memory."""
-        return ptr >= 0 and length >= 0 and ptr + length <= self.size
+        return inside(ptr, length, self.size)
 
     def read(self, ptr: int, length: int) -> bytes:
         if not self.fits(ptr, length):
@@ -116,6 +120,7 @@ class CallView:
             ctypes.memmove(self._base + ptr, data, len(data))
 
 
-def base_address(memory: wasmtime.Memory, store: Any) -> int:
-    """Where the memory's bytes start now (0 for an empty memory)."""
-    return ctypes.addressof(memory.data_ptr(store).contents) if memory.data_len(store) else 0
+def base_address(memory: wasmtime.Memory, store: Any, size: int) -> int:
+    """Where the memory's bytes start now; ``size`` is its current size (an empty
+    memory has no bytes to point at: 0)."""
+    return ctypes.addressof(memory.data_ptr(store).contents) if size else 0

@@ -43,7 +43,6 @@ from .abi import (
     MEMORY_FUNCTIONS,
     OUT_TOO_SMALL,
     RESULT_OF_CODE,
-    U32_MASK,
     log_type,
     memory_call_type,
 )
@@ -132,7 +131,7 @@ class HostFunctions:
             self._exported = exported = found
         size = int(exported.data_len(caller))
         if size != self._size:
-            self._size, self._base = size, base_address(exported, caller)
+            self._size, self._base = size, base_address(exported, caller, size)
         return CallView(size, self._base)
 
     # -- memory calls -------------------------------------------------------------
@@ -140,9 +139,8 @@ class HostFunctions:
     def memory_call(self, op: str, caller: wasmtime.Caller, req_ptr: int, req_len: int,
                     out_ptr: int, out_cap: int) -> int:
         try:
-            # wasm32 pointers and lengths are unsigned; wasmtime hands them over signed.
-            return self._memory_call(op, caller, req_ptr & U32_MASK, req_len & U32_MASK,
-                                     out_ptr & U32_MASK, out_cap & U32_MASK)
+            return self._memory_call(op, caller, as_u32(req_ptr), as_u32(req_len),
+                                     as_u32(out_ptr), as_u32(out_cap))
         except Exception:
             # Never reached by a known path; whatever it was, the gene gets a result.
             logger.exception("unexpected error in the %s host function", op)

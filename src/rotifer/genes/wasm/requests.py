@@ -66,12 +66,9 @@ def _check_unicode(value: Any) -> None:
             stack.extend(item)
 
 
-def _decoder() -> json.JSONDecoder:
-    return json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
-
-
 #: Built once: ``json.loads`` with options builds a new decoder on every call.
-_DECODER: Final = _decoder()
+_DECODER: Final = json.JSONDecoder(parse_constant=_no_constants,
+                                   object_pairs_hook=_no_duplicates)
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -120,7 +117,7 @@ def entry_json(entry: MemoryEntry) -> str:
         kept = (f'{{"maxRetentionDays":{"null" if days is None else int(days)},'
                 f'"autoDeleteOnTermination":{"true" if retention.auto_delete_on_termination else "false"},'
                 f'"anonymizationSupported":{"true" if retention.anonymization_supported else "false"}}}')
-    return (f'{{"entryId":"{entry.entry_id}","category":"{entry.category.value}",'
+    return (f'{{"entryId":{_string(entry.entry_id)},"category":"{entry.category.value}",'
             f'"key":{_string(entry.key)},'
             f'"value":"{base64.b64encode(entry.value).decode("ascii")}",'
             f'"createdBy":{_string(entry.created_by)},'
