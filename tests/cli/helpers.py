@@ -33,14 +33,19 @@ def rotifer_command() -> list[str]:
     return [sys.executable, "-c", "from rotifer.cli.main import main; main()"]
 
 
-def run(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-        ) -> subprocess.CompletedProcess[str]:
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the caller's rotifer settings, telemetry off."""
     base = {k: v for k, v in os.environ.items()
             if k not in ("ROTIFER_MEMORY_URL", "ROTIFER_PROJECT", "ROTIFER_DEBUG")}
     base["ROTIFER_TELEMETRY"] = "0"
-    base.update(env or {})
-    return subprocess.run([*rotifer_command(), *args], cwd=cwd, env=base, capture_output=True,
-                          text=True, timeout=120, check=False,
+    base.update(extra or {})
+    return base
+
+
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*rotifer_command(), *args], cwd=cwd, env=clean_env(env),
+                          capture_output=True, text=True, timeout=120, check=False,
                           input=stdin if stdin is not None else "")
 
 

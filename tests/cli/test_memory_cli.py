@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from rotifer.memory import ManualClock, MemoryStore
 from .helpers import (
     add_gene,
     audit,
+    clean_env,
     init_project,
     last_line,
     ok,
@@ -301,8 +301,8 @@ def test_list_loads_no_gene_transfer_or_wasm_code(proj: Path) -> None:
             " 'rotifer.genes.wasm', 'rotifer.genes.node', 'rotifer.memory.transfer',"
             " 'wasmtime', 'psycopg')))\n"
             "print('loaded:', heavy)\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("ROTIFER_PROJECT", "ROTIFER_MEMORY_URL")}
-    done = subprocess.run([sys.executable, "-c", code], cwd=proj, env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", code], cwd=proj, env=clean_env(),
+                          capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "No entries" in done.stdout or "KEY" in done.stdout, done.stdout
