@@ -1,8 +1,10 @@
-"""What the commands share: the project, ``--input`` JSON, tables, hints, sizes."""
+"""What the commands share: the project, ``--input`` JSON, tables, hints, sizes,
+and :func:`shown`, the one way text the CLI did not write reaches a user."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,22 +55,106 @@ def parse_input(text: str) -> Any:
         raise InvalidInput(f"{source} is not valid JSON: {exc}") from None
 
 
+# -- showing text a gene (or a file) controls ---------------------------------------
+
+#: How the characters with a short escape are shown; the others as \xHH, \uHHHH, \UHHHHHHHH.
+_SHORT = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(char: str) -> str:
+    short = _SHORT.get(char)
+    if short is not None:
+        return short
+    cp = ord(char)
+    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
+
+
+def shown(text: str) -> str:
+    """``text`` as the CLI prints it in human output: every character that is
+    not printable -- C0 and C1 controls, DEL, format characters such as the
+    bidi overrides and zero-width characters, line and paragraph separators,
+    spaces other than the ASCII space, surrogates, private-use and unassigned
+    code points (all that :meth:`str.isprintable` refuses) -- and the backslash
+    itself are written as Python escapes (``\\n``, ``\\x1b``, ``\\u202e``, ``\\\\``).
+
+    Why: keys, log lines and error messages come from genes, and a gene that
+    could print raw escape sequences could redraw or hide what a deployer is
+    reading (a poisoned key passing for another one).  The escaping is
+    reversible (``"\\\\"`` stands only for a backslash), so two different keys
+    never look the same; ``--json`` output stays exact (see :func:`print_json`).
+    It applies to every human-readable output, on a terminal or not: a listing
+    piped to a file is read on a terminal later.
+    """
+    if text.isprintable() and "\\" not in text:
+        return text  # the usual case, without a loop in Python
+    return "".join(c if c.isprintable() and c != "\\" else _escape(c) for c in text)
+
+
+def _json_escape(char: str) -> str:
+    cp = ord(char)
+    if cp < 0x10000:
+        return f"\\u{cp:04x}"
+    cp -= 0x10000
+    return f"\\u{0xD800 + (cp >> 10):04x}\\u{0xDC00 + (cp & 0x3FF):04x}"
+
+
+def json_text(value: Any) -> str:
+    """``value`` as one line of JSON in which every character that is not
+    printable (see :func:`shown`) is a ``\\u`` escape.  The JSON value is
+    exactly the same -- a parser reads back the same strings -- but the text
+    cannot drive a terminal (``json.dumps`` already escapes C0 controls, not
+    C1 controls, bidi overrides or lone surrogates)."""
+    text = json.dumps(value, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    # Outside strings JSON text is plain ASCII, so each such character is
+    # inside a string literal, where a \u escape means the same character.
+    return "".join(c if c.isprintable() else _json_escape(c) for c in text)
+
+
+#: A line of a caret diagram (wasmtime's ``   |``, `` 2 |``, ``   | ^``): no words.
+_DECORATION = re.compile(r"^[\s\d|^~-]*$")
+_BLANK = " \t\r"
+_BLANKS = re.compile(r"[ \t]+")
+
+
+def one_line(message: str) -> str:
+    """A message as the single line ``CODE: message`` must be: the lines of a
+    multi-line message (a parser's error with its caret diagram) are joined,
+    their runs of blanks squeezed, and the lines that only draw the diagram dropped.
+    Only ``\\n`` (and ``\\r\\n``) separate lines: any other control character
+    is left for :func:`rotifer.cli.common.shown` to spell out."""
+    lines = message.split("\n")
+    parts = [lines[0].strip(_BLANK)] + [_BLANKS.sub(" ", line.strip(_BLANK)) for line in lines[1:]
+                                        if not _DECORATION.match(line)]
+    return " ".join(p for p in parts if p)
+
+
+def error_line(error: BaseException) -> str:
+    """How an error reaches the user: ``CODE: message`` on one line, shown escaped
+    (the message may quote a gene: its rejection, its exception, its output)."""
+    return shown(one_line(str(error)))
+
+
 def print_json(value: Any) -> None:
-    """A gene's output: one line of JSON on stdout."""
-    click.echo(json.dumps(value, ensure_ascii=False))
+    """A gene's output (or a ``--json`` listing): one line of JSON on stdout."""
+    click.echo(json_text(value))
 
 
 def hint(text: str) -> None:
-    click.echo(f"hint: {text}", err=True)
+    click.echo(f"hint: {shown(text)}", err=True)
 
 
 def log_sink(gene: str, line: str) -> None:
-    """Where ``ctx.log`` lines of a gene go: stderr, prefixed by the gene's name."""
-    click.echo(f"[{gene}] {line}", err=True)
+    """Where ``ctx.log`` lines of a gene go: stderr, prefixed by the gene's
+    name, shown escaped (one log call is one line; it cannot forge another)."""
+    click.echo(f"[{shown(gene)}] {shown(line)}", err=True)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Left-aligned columns separated by two spaces (plain text a script can split)."""
+    """Left-aligned columns separated by two spaces (plain text a script can split);
+    every cell goes through :func:`shown`."""
+    rows = [[shown(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]

@@ -9,7 +9,6 @@ unexpected error, for bug reports.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,9 @@ from typing import Any
 import click
 
 from . import common
+from .common import one_line
+
+__all__ = ["cli", "main", "one_line", "run"]
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
@@ -104,7 +106,8 @@ def test_command(ctx: click.Context, gene: str) -> None:
     for h in report.hints:
         common.hint(h)
     for case in report.cases:
-        click.echo(f"PASS  {case.name}" if case.passed else f"FAIL  {case.name}: {case.detail}")
+        name = common.shown(case.name)
+        click.echo(f"PASS  {name}" if case.passed else f"FAIL  {name}: {common.shown(case.detail)}")
     failed = sum(not c.passed for c in report.cases)
     click.echo(f"{len(report.cases) - failed} passed, {failed} failed")
     if failed:
@@ -124,22 +127,8 @@ _register_subcommands()
 # -- running and reporting errors -------------------------------------------------
 
 
-#: A line of a caret diagram (wasmtime's ``   |``, `` 2 |``, ``   | ^``): no words.
-_DECORATION = re.compile(r"^[\s\d|^~-]*$")
-
-
-def one_line(message: str) -> str:
-    """A message as the single line ``CODE: message`` must be: the lines of a
-    multi-line message (a parser's error with its caret diagram) are joined,
-    their runs of blanks squeezed, and the lines that only draw the diagram dropped."""
-    lines = message.splitlines() or [""]
-    parts = [lines[0].strip()] + [" ".join(line.split()) for line in lines[1:]
-                                  if not _DECORATION.match(line)]
-    return " ".join(p for p in parts if p)
-
-
 def _report(code: str, message: str, status: int) -> int:
-    click.echo(f"{code}: {one_line(message)}", err=True)
+    click.echo(f"{code}: {common.shown(one_line(message))}", err=True)
     return status
 
 
@@ -166,7 +155,7 @@ def run(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         return _report("USAGE_ERROR", exc.format_message(), exc.exit_code or 1)
     except (RotiferError, MemoryError) as exc:
-        click.echo(one_line(str(exc)), err=True)  # both print as "CODE: message"
+        click.echo(common.error_line(exc), err=True)  # both print as "CODE: message"
         return 1
     except KeyboardInterrupt:
         return _report("INTERRUPTED", "interrupted", 130)
