@@ -158,11 +158,27 @@ class Agents:
         return self.spec_path(name).is_file()
 
     def list(self) -> list[AgentSpec]:
-        """Every agent, sorted by name."""
+        """Every agent, sorted by name; INVALID_AGENT if any spec is malformed."""
+        specs, broken = self.scan()
+        if broken:
+            raise broken[0]
+        return specs
+
+    def scan(self) -> tuple[builtins.list[AgentSpec], builtins.list[RotiferError]]:
+        """Every agent whose spec reads, sorted by name, and the error of each
+        one whose spec does not: one broken file must not hide the others."""
         if not self.dir.is_dir():
-            return []
-        return [self._read(p) for p in sorted(self.dir.glob("*.json"))
-                if AGENT_NAME_RE.match(p.stem)]
+            return [], []
+        specs: builtins.list[AgentSpec] = []
+        broken: builtins.list[RotiferError] = []
+        for path in sorted(self.dir.glob("*.json")):
+            if not AGENT_NAME_RE.match(path.stem):
+                continue
+            try:
+                specs.append(self._read(path))
+            except RotiferError as exc:
+                broken.append(exc)
+        return specs, broken
 
     # -- writing ------------------------------------------------------------------
 

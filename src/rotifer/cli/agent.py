@@ -101,37 +101,66 @@ def update_genes_command(ctx: click.Context, name: str, genes: tuple[str, ...],
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
 @click.pass_context
 def list_command(ctx: click.Context, as_json: bool) -> None:
-    """List the project's agents with their genes and memory use."""
+    """List the project's agents with their genes and memory use.
+
+    An agent that cannot be listed (a malformed spec file, a memory that is
+    gone or a store that cannot be opened) does not hide the others: they are
+    listed on stdout, each broken one gets a ``CODE: message`` line on stderr,
+    and the exit status is 1 so that scripts notice.
+    """
     from rotifer.agents.genome import Agents
 
     project = common.project_of(ctx)
-    specs = Agents(project).list()
-    usage = _usage_of(project, [s.name for s in specs])
+    specs, broken = Agents(project).scan()
+    usage, failed = _usage_of(project, [s.name for s in specs])
+    # A store that cannot be opened fails all its agents with one error: say it once.
+    errors = list({id(e): e for e in [*broken, *failed.values()]}.values())
+    specs = [s for s in specs if s.name in usage]
     if as_json:
         common.print_json([{**s.to_json(), "usedBytes": usage[s.name][0],
                             "quotaBytes": usage[s.name][1]} for s in specs])
-        return
-    if not specs:
+    elif specs:
+        rows = [[s.name, ",".join(s.genes), s.composition,
+                 f"{common.human_size(usage[s.name][0])} / "
+                 f"{common.human_size(usage[s.name][1])}"] for s in specs]
+        for line in common.table(["NAME", "GENES", "COMPOSITION", "MEMORY"], rows):
+            click.echo(line)
+    elif not errors:
         click.echo("No agents (create one with `rotifer agent create NAME --genes GENE`)")
-        return
-    rows = [[s.name, ",".join(s.genes), s.composition,
-             f"{common.human_size(usage[s.name][0])} / {common.human_size(usage[s.name][1])}"]
-            for s in specs]
-    for line in common.table(["NAME", "GENES", "COMPOSITION", "MEMORY"], rows):
-        click.echo(line)
+    if errors:
+        for error in errors:
+            click.echo(common.error_line(error), err=True)
+        raise click.exceptions.Exit(1)
 
 
-def _usage_of(project: Project, names: list[str]) -> dict[str, tuple[int, int]]:
-    """(used, quota) of each agent, opening each memory store once."""
+def _usage_of(project: Project, names: list[str]
+              ) -> tuple[dict[str, tuple[int, int]], dict[str, Exception]]:
+    """(used, quota) of each agent, opening each memory store once, and the
+    error of each agent whose memory could not be read."""
+    from rotifer.genes.errors import RotiferError
+    from rotifer.memory.errors import MemoryError
+
     by_url: dict[str | None, list[str]] = {}
+    failed: dict[str, Exception] = {}
     for name in names:
-        by_url.setdefault(project.memory_url(name), []).append(name)
+        try:
+            by_url.setdefault(project.memory_url(name), []).append(name)
+        except RotiferError as exc:
+            failed[name] = exc
     usage: dict[str, tuple[int, int]] = {}
     for group in by_url.values():
-        with project.open_store(group[0]) as store:
+        try:
+            store = project.open_store(group[0])
+        except (RotiferError, MemoryError) as exc:
+            failed.update(dict.fromkeys(group, exc))
+            continue
+        with store:
             for name in group:
-                usage[name] = _agent_usage(store, name)
-    return usage
+                try:
+                    usage[name] = _agent_usage(store, name)
+                except MemoryError as exc:
+                    failed[name] = exc
+    return usage, failed
 
 
 def _require_memory(store: MemoryStore, name: str) -> None:

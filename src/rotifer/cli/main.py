@@ -144,7 +144,11 @@ def run(argv: list[str] | None = None) -> int:
     from rotifer.memory.errors import MemoryError
 
     try:
-        cli.main(args=argv, prog_name="rotifer", standalone_mode=False)
+        # Without standalone mode click returns the status of a command that
+        # exits early (``raise click.exceptions.Exit(1)``) instead of raising it.
+        status = cli.main(args=argv, prog_name="rotifer", standalone_mode=False)
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.Abort:
