@@ -9,7 +9,7 @@ from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent, run_gene, stale_hint
 from rotifer.genes.errors import AgentNotFound, GeneNotFound, GeneRejected, InvalidInput
-from rotifer.memory import MemoryError
+from rotifer.memory import MemoryError, MemoryStore
 
 from ..genes.helpers import BETTER_FORMATTER, FORMATTER, write_gene, write_wat_gene
 from .conftest import audit_lines
@@ -165,8 +165,20 @@ def test_run_gene_without_memory_use(project: Project) -> None:
 
 
 def test_agent_bound_to_a_store_without_its_memory(project: Project, fmt_agent: Agents) -> None:
-    fmt_agent.bind("a", f"sqlite:{project.root / 'other.db'}")
+    other = project.root / "other.db"
+    MemoryStore.open(project.dot, f"sqlite:{other}").close()  # a store, but not a's
+    fmt_agent.bind("a", f"sqlite:{other}")
     with pytest.raises(MemoryError) as info:
         run_agent(project, "a", {"code": "x"})
     assert info.value.code == "MEMORY_STORAGE_ERROR"
-    assert "no memory in this store" in str(info.value)
+    assert f"agent 'a' has no memory in sqlite:{other}" in str(info.value)
+
+
+def test_agent_bound_to_a_store_that_is_gone(project: Project, fmt_agent: Agents) -> None:
+    other = project.root / "other.db"
+    fmt_agent.bind("a", f"sqlite:{other}")
+    with pytest.raises(MemoryError) as info:
+        run_agent(project, "a", {"code": "x"})
+    assert info.value.code == "MEMORY_STORAGE_ERROR"
+    assert str(other) in str(info.value)
+    assert not other.exists()  # a run never creates the store

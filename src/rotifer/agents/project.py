@@ -142,8 +142,25 @@ class Project:
                                code="INVALID_CONFIG")
         return url or None
 
-    def open_store(self, agent: str | None = None, clock: Clock | None = None) -> MemoryStore:
-        """Open the memory store ``agent`` lives in (see :meth:`memory_url`)."""
+    def open_store(self, agent: str | None = None, clock: Clock | None = None, *,
+                   create: bool = True) -> MemoryStore:
+        """Open the memory store ``agent`` lives in (see :meth:`memory_url`).
+
+        Commands that only use an agent's existing memory pass ``create=False``:
+        they never create or repair the store, so a missing, empty or damaged
+        ``playground.db`` is MEMORY_STORAGE_ERROR naming it, the same for all.
+        """
         from rotifer.memory import MemoryStore
 
-        return MemoryStore.open(self.dot, self.memory_url(agent), clock)
+        return MemoryStore.open(self.dot, self.memory_url(agent), clock, create=create)
+
+
+def require_memory(store: MemoryStore, agent: str) -> None:
+    """MEMORY_STORAGE_ERROR, naming the store, when ``agent`` has no memory in it:
+    every command reports a memory that is gone the same way."""
+    if not store.has_agent(agent):
+        from rotifer.memory.errors import storage
+        from rotifer.memory.transfer import describe
+
+        raise storage(f"agent '{agent}' has no memory in {describe(store)} (was it moved or "
+                      "its store replaced?)")

@@ -50,7 +50,7 @@ from rotifer.memory import DeniedMemory, GeneMemoryAccess, MemoryError
 
 from .compositions import run_composition
 from .genome import Agents
-from .project import Project
+from .project import Project, require_memory
 
 if TYPE_CHECKING:
     from rotifer.memory import Clock
@@ -102,8 +102,11 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
     spec = Agents(project).get(name)
     genes = [project.load_gene(g) for g in spec.genes]
     _stale(genes, hints)
-    store = project.open_store(name, clock)
+    # The agent's memory must exist: a run never creates or repairs its store.
+    store = project.open_store(name, clock, create=False)
     try:
+        require_memory(store, name)
+
         def memory_for(gene: Gene) -> GeneMemoryAccess:
             return store.for_gene(name, gene.v2_id, gene.domain)
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from rotifer.agents.project import require_memory
+
 from . import common
 
 if TYPE_CHECKING:
@@ -150,7 +152,7 @@ def _usage_of(project: Project, names: list[str]
     usage: dict[str, tuple[int, int]] = {}
     for group in by_url.values():
         try:
-            store = project.open_store(group[0])
+            store = project.open_store(group[0], create=False)
         except (RotiferError, MemoryError) as exc:
             failed.update(dict.fromkeys(group, exc))
             continue
@@ -163,24 +165,9 @@ def _usage_of(project: Project, names: list[str]
     return usage, failed
 
 
-def _require_memory(store: MemoryStore, name: str) -> None:
-    """MEMORY_STORAGE_ERROR, saying which store, when ``name`` has no memory there."""
-    from rotifer.memory.errors import storage
-
-    if not store.has_agent(name):
-        raise storage(f"agent '{name}' has no memory in {_where(store)} (was it moved or "
-                      "its store replaced?)")
-
-
 def _agent_usage(store: MemoryStore, name: str) -> tuple[int, int]:
-    _require_memory(store, name)
+    require_memory(store, name)
     return store.usage(name)
-
-
-def _where(store: MemoryStore) -> str:
-    from rotifer.memory.transfer import describe
-
-    return describe(store)
 
 
 @agent_group.command("run")
@@ -241,8 +228,8 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
 
     project = common.project_of(ctx)
     Agents(project).get(name)
-    with project.open_store(name) as store:
-        _require_memory(store, name)
+    with project.open_store(name, create=False) as store:
+        require_memory(store, name)
         # list() removes what has expired first, so the record read after it
         # gives the usage of exactly the entries listed.
         entries = sorted(store.deployer(name).list(category), key=lambda e: e.key)
@@ -280,8 +267,8 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
         raise click.UsageError("give exactly one of --key or --category")
     project = common.project_of(ctx)
     Agents(project).get(name)
-    with project.open_store(name) as store:
-        _require_memory(store, name)
+    with project.open_store(name, create=False) as store:
+        require_memory(store, name)
         deployer = store.deployer(name)
         removed = deployer.delete_key(key) if key is not None else \
             deployer.delete_category(category or "")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import click
 
 from rotifer.agents.genome import Agents
-from rotifer.agents.project import ENV_MEMORY_URL, Project
+from rotifer.agents.project import ENV_MEMORY_URL, Project, require_memory
 from rotifer.genes.errors import RotiferError
 from rotifer.memory import ErrorCode, MemoryError, MemoryStore, parse_size
 
@@ -94,10 +94,12 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
     agents.get(name)  # AGENT_NOT_FOUND before any store is opened
     quota_bytes = _quota(quota)
     url = normalize_url(to)
-    with project.open_store(name) as source, MemoryStore.open(project.dot, url) as destination:
-        report = move_agent(source, destination, name, keep_cache=keep_cache,
-                            quota_bytes=quota_bytes)
-        where = describe(destination)
+    with project.open_store(name, create=False) as source:
+        require_memory(source, name)  # before the destination is made
+        with MemoryStore.open(project.dot, url) as destination:
+            report = move_agent(source, destination, name, keep_cache=keep_cache,
+                                quota_bytes=quota_bytes)
+            where = describe(destination)
     binding = None if url == _project_default(project) else url
     try:
         agents.bind(name, binding)
@@ -121,7 +123,8 @@ def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = Fal
 
     Agents(project).get(name)
     file = file.absolute()  # the audit line says where the copy went
-    with project.open_store(name) as store:
+    with project.open_store(name, create=False) as store:
+        require_memory(store, name)
         report = export_agent(store, name, file, keep_cache=keep_cache)
     lines = [_summary("Exported", report) + f" to {file}"]
     lines += [line for line in (_left_behind(report),) if line]

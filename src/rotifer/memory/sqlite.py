@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 from .backend import (
     BRIEF_COLUMNS,
@@ -326,38 +327,64 @@ class SqliteBackend:
 
     name = "sqlite"
 
-    def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        """Open (and create if needed) the database at ``path``.
+    def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S,
+                 create: bool = True) -> None:
+        """Open (and, with ``create``, create or complete) the database at ``path``.
 
         ``busy_timeout_s`` is how long a call waits for another process's
         write lock before it fails with MEMORY_STORAGE_ERROR; the default is
         long enough that genes never see a busy database under real load.
+
+        ``create=False`` is for callers that only use memory that must exist
+        already (listing, exporting, running an agent): a missing file, or
+        one without the memory tables (an empty file, another database), is
+        MEMORY_STORAGE_ERROR naming the file, and the file is not touched --
+        creating it would hide that the memory is gone.
         """
         self.path = path
         self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
+        if not create and not path.is_file():
+            raise storage(f"the memory database {path} does not exist")
         try:
+            # mode=rw never creates the file, even if it vanishes after the check.
+            target = f"file:{quote(str(path))}?mode=rw" if not create else str(path)
             self.conn = sqlite3.connect(
-                str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+                target, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False,
+                uri=not create,
             )
         except sqlite3.Error as exc:
             raise storage(f"cannot open the memory database {path}: {exc}") from exc
         try:
             self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            if not create:
+                self._check_schema()
             mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise storage(f"the memory database {path} cannot use WAL mode (got {mode})")
             self.conn.execute("PRAGMA synchronous = NORMAL")
-            with self.write(None) as tx:
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        tx.conn.execute(statement)
+            if create:
+                with self.write(None) as tx:
+                    for statement in SCHEMA.split(";"):
+                        if statement.strip():
+                            tx.conn.execute(statement)
         except sqlite3.Error as exc:
             self.conn.close()
             raise storage(f"the memory database {path} is not usable: {exc}") from exc
         except MemoryError:
             self.conn.close()
             raise
+
+    def _check_schema(self) -> None:
+        """MEMORY_STORAGE_ERROR unless the file holds the memory tables (read only)."""
+        rows = self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
+            "('memory_agents', 'memory_entries')").fetchall()
+        if len(rows) != 2:
+            empty = self.path.exists() and self.path.stat().st_size == 0
+            what = "is empty" if empty else "holds no rotifer memory"
+            raise storage(f"the memory database {self.path} {what} (was it replaced or "
+                          "damaged?)")
 
     def _begin(self, statement: str) -> None:
         deadline = time.monotonic() + self.busy_timeout_s

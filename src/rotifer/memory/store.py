@@ -126,22 +126,28 @@ class MemoryStore:
         self.clock: Clock = clock or SystemClock()
 
     @classmethod
-    def open(cls, rotifer_dir: Path, url: str | None = None, clock: Clock | None = None
-             ) -> MemoryStore:
+    def open(cls, rotifer_dir: Path, url: str | None = None, clock: Clock | None = None,
+             *, create: bool = True) -> MemoryStore:
         """Open the project's memory: ``url`` or ``ROTIFER_MEMORY_URL`` if it names a
-        PostgreSQL server, else ``rotifer_dir/playground.db``.  Never falls back."""
+        PostgreSQL server, else ``rotifer_dir/playground.db``.  Never falls back.
+
+        ``create=False`` opens only a store that exists: an SQLite file that is
+        missing or holds no memory tables is MEMORY_STORAGE_ERROR naming it, and
+        nothing is created or repaired (for commands that only use memory).
+        """
         rotifer_dir = Path(rotifer_dir)
-        try:
-            rotifer_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise storage(f"cannot create {rotifer_dir}: {exc.strerror or exc}") from exc
+        if create:
+            try:
+                rotifer_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise storage(f"cannot create {rotifer_dir}: {exc.strerror or exc}") from exc
         url = url or os.environ.get("ROTIFER_MEMORY_URL") or None
         backend: Backend
         if url is None or url.startswith("sqlite:"):
             from .sqlite import SqliteBackend
 
             path = Path(url[len("sqlite:"):]) if url else rotifer_dir / "playground.db"
-            backend = SqliteBackend(path)
+            backend = SqliteBackend(path, create=create)
         elif url.startswith(("postgresql://", "postgres://")):
             from .postgres import PostgresBackend  # type: ignore[import-not-found,unused-ignore]
 

@@ -1,0 +1,96 @@
+"""Commands that only use an existing memory never create or repair the store,
+and they all report a missing, empty or damaged ``playground.db`` the same
+way: ``MEMORY_STORAGE_ERROR`` naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.genes.helpers import FORMATTER
+
+from .helpers import add_gene, init_project, last_line, ok, refused, wrap
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    """Agent ``bot`` (the formatter) with one remembered indent."""
+    root = init_project(tmp_path / "proj")
+    add_gene(root, "fmt", FORMATTER)
+    wrap(root, "fmt")
+    ok(root, "agent", "create", "bot", "--genes", "fmt")
+    ok(root, "agent", "run", "bot", "--input", json.dumps({"code": "x", "indent": 4}))
+    return root
+
+
+def commands(root: Path) -> dict[str, tuple[str, ...]]:
+    """The commands that need the agent's memory to exist already."""
+    return {
+        "list": ("agent", "list"),
+        "memory list": ("agent", "memory", "list", "bot"),
+        "memory delete": ("agent", "memory", "delete", "bot", "--key", "formatter/indent"),
+        "export": ("agent", "export", "bot", str(root.parent / "bot.export")),
+        "run": ("agent", "run", "bot", "--input", json.dumps({"code": "x"})),
+        "move": ("agent", "move", "bot", "--to", f"sqlite:{root.parent / 'moved.db'}"),
+    }
+
+
+def db_files(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / ".rotifer").glob("playground.db*"))
+
+
+def break_store(root: Path, how: str) -> None:
+    db = root / ".rotifer" / "playground.db"
+    for path in (root / ".rotifer").glob("playground.db*"):
+        path.unlink()
+    if how == "empty":
+        db.write_bytes(b"")
+    elif how == "not a database":
+        db.write_bytes(b"this is not an SQLite file\n" * 200)
+    elif how == "foreign database":
+        import sqlite3
+
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE notes (x TEXT)")
+        conn.close()
+
+
+@pytest.mark.parametrize("how", ["deleted", "empty", "not a database", "foreign database"])
+def test_every_command_reports_a_broken_store_alike_and_leaves_it(proj: Path, how: str) -> None:
+    break_store(proj, how)
+    before = {p.name: p.read_bytes() for p in (proj / ".rotifer").glob("playground.db*")}
+    lines: dict[str, str] = {}
+    for name, args in commands(proj).items():
+        lines[name] = last_line(refused(proj, "MEMORY_STORAGE_ERROR", *args))
+        after = {p.name: p.read_bytes() for p in (proj / ".rotifer").glob("playground.db*")}
+        assert after == before, (name, db_files(proj))  # not created, not repaired
+    assert not (proj.parent / "bot.export").exists()
+    assert not (proj.parent / "moved.db").exists()
+    assert len(set(lines.values())) == 1, lines  # the same line from every command
+    assert str(proj / ".rotifer" / "playground.db") in lines["export"]
+
+
+def test_an_agent_missing_from_its_store_is_reported_alike(proj: Path) -> None:
+    ok(proj, "agent", "create", "other", "--genes", "fmt")
+    import sqlite3
+
+    with sqlite3.connect(proj / ".rotifer" / "playground.db") as conn:
+        conn.execute("DELETE FROM memory_entries WHERE agent_id = 'bot'")
+        conn.execute("DELETE FROM memory_agents WHERE agent_id = 'bot'")
+    conn.close()
+    lines = {name: last_line(refused(proj, "MEMORY_STORAGE_ERROR", *args))
+             for name, args in commands(proj).items() if name != "list"}
+    assert len(set(lines.values())) == 1, lines
+    assert not (proj.parent / "moved.db").exists()
+    assert "'bot'" in lines["export"] and str(proj / ".rotifer" / "playground.db") in lines[
+        "export"]
+
+
+def test_commands_that_create_memory_still_create_the_store(proj: Path) -> None:
+    break_store(proj, "deleted")
+    ok(proj, "agent", "create", "fresh", "--genes", "fmt")
+    assert db_files(proj)
+    ok(proj, "agent", "run", "fresh", "--input", json.dumps({"code": "x", "indent": 2}))
+    assert "formatter/indent" in ok(proj, "agent", "memory", "list", "fresh")
