@@ -30,6 +30,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,6 +77,31 @@ def validate_agent_name(name: object) -> str:
             "digits, '.', '_' and '-' (at most 128 characters)"
         )
     return name
+
+
+#: Device names Windows reserves in any folder, whatever the case or extension.
+WINDOWS_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL",
+                              *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))})
+
+
+def check_new_agent_name(name: str, existing: Iterable[str]) -> None:
+    """What a *new* agent's name must also be, so that a project copied to macOS
+    or Windows still works: not a Windows device name (``CON``, ``nul.txt``,
+    ``com1``...), not ending in a dot (Windows drops it), and not the name of an
+    existing agent in another case (those file systems ignore case).  Names
+    already in use before these rules keep working; only creation checks them."""
+    stem = name.split(".", 1)[0].upper()
+    if stem in WINDOWS_RESERVED:
+        raise InvalidAgent(f"invalid agent name {name!r}: {stem} is a device name on Windows, "
+                           "so its spec file could not exist there; pick another name")
+    if name.endswith("."):
+        raise InvalidAgent(f"invalid agent name {name!r}: Windows drops a trailing dot from "
+                           "file names; pick a name that does not end in '.'")
+    folded = name.casefold()
+    for other in existing:
+        if other != name and other.casefold() == folded:
+            raise AgentExists(f"agent '{other}' already exists, and {name!r} differs from it "
+                              "only in case: the two would be one file on macOS and Windows")
 
 
 def check_composition(composition: object, genes: list[str]) -> Composition:
@@ -154,6 +180,12 @@ class Agents:
                                 "(create it with `rotifer agent create`)")
         return self._read(path)
 
+    def _names(self) -> builtins.list[str]:
+        """The names of the spec files there are, readable or not."""
+        if not self.dir.is_dir():
+            return []
+        return [p.stem for p in self.dir.glob("*.json") if AGENT_NAME_RE.match(p.stem)]
+
     def exists(self, name: str) -> bool:
         return self.spec_path(name).is_file()
 
@@ -187,6 +219,7 @@ class Agents:
                data_policy: DataPolicy | None = None) -> AgentSpec:
         """Create the agent and its empty memory; nothing is created on any error."""
         validate_agent_name(name)
+        check_new_agent_name(name, self._names())
         names = self._check_genes(genes)
         comp = check_composition(composition, names)
         if (not isinstance(quota_bytes, int) or isinstance(quota_bytes, bool)
