@@ -7,7 +7,8 @@
   MEMORY_ACCESS_DENIED and recorded in the audit log.
 - :func:`test_gene` -- ``rotifer test``: the cases of ``genes/GENE/tests.json``
   in order, sharing one empty, temporary agent memory that is dropped
-  afterwards (also when a case fails or the run is interrupted).
+  afterwards (also when a case fails or the run is interrupted); it first
+  removes the temporary memories of test runs that were killed.
 
 Hints.  A gene whose content changed since it was last wrapped or compiled
 has no v2 id; its memory calls are refused (MEMORY_ACCESS_DENIED, audited).
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,14 +51,17 @@ from rotifer.memory import DeniedMemory, GeneMemoryAccess, MemoryError
 from .compositions import run_composition
 from .genome import Agents
 from .project import Project, require_memory
+from .scratch import PREFIX, scratch_agent, sweep
 
 if TYPE_CHECKING:
     from rotifer.memory import Clock
 
 TESTS_FILE = "tests.json"
-TEST_AGENT_PREFIX = "rotifer-test:"
-"""Temporary test agents are ``rotifer-test:GENE:<hex>``; ``:`` cannot occur in
-an agent name, so a test memory never collides with a real agent's."""
+TEST_AGENT_PREFIX = PREFIX
+"""Temporary test agents are ``rotifer-test:GENE:OWNER:<hex>``; ``:`` cannot occur
+in an agent name, so a test memory never collides with a real agent's.  OWNER
+names the process, so that the next test run can remove the memory of a run
+that was killed (see :mod:`rotifer.agents.scratch`)."""
 
 CASE_FIELDS = frozenset({"name", "input", "expect", "expectError"})
 
@@ -288,9 +291,15 @@ def test_gene(project: Project, gene_name: str, *, deadline_s: float = DEFAULT_D
         report.hints.append(f"genes/{gene.name}/{TESTS_FILE} not found: only checked that the "
                             "gene loads")
         return report
-    agent = f"{TEST_AGENT_PREFIX}{gene.name}:{uuid.uuid4().hex}"
+    agent = scratch_agent(gene.name)
     store = project.open_store(None, clock)
     try:
+        swept = sweep(store)
+        if swept:
+            report.hints.append(
+                f"removed {len(swept)} temporary test "
+                f"{'memory' if len(swept) == 1 else 'memories'} left by test runs that were "
+                "killed")
         store.create_agent(agent)
         try:
             def call(value: Any) -> Any:

@@ -1,16 +1,20 @@
 """``rotifer``: the command line.
 
 Every error a user can cause ends as one line ``CODE: message`` on stderr and
-a non-zero exit status (1; 2 for a wrong command line; 130 when interrupted),
-never as a Python traceback.  ``ROTIFER_DEBUG=1`` shows the traceback of an
-unexpected error, for bug reports.
+a non-zero exit status (1; 2 for a wrong command line; 130 when interrupted
+with Ctrl-C, 143 on SIGTERM, 129 on SIGHUP), never as a Python traceback.
+``ROTIFER_DEBUG=1`` shows the traceback of an unexpected error, for bug reports.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -138,8 +142,65 @@ def main(argv: list[str] | None = None) -> int:
     sys.exit(status)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised wherever the command is, so that its cleanup
+    runs as on Ctrl-C: ``rotifer test`` drops its temporary memory, an open
+    transaction rolls back.  A KeyboardInterrupt, so that everything that lets
+    Ctrl-C through (a gene's ``except Exception``, the gene runners) lets it
+    through too."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: The signals that stop a command the way Ctrl-C does (status 128 + number).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+
+
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    # Only once: a second signal is ignored, so that the cleanup can finish.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+def _catch_stop_signals() -> Callable[[], None]:
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` until the returned
+    function restores the previous handlers (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.signal(sig, _on_stop) for sig in STOP_SIGNALS}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
+
+
+def _stopped(exc: Terminated) -> int:
+    return _report("INTERRUPTED", f"stopped by {signal.Signals(exc.signum).name}",
+                   128 + exc.signum)
+
+
 def run(argv: list[str] | None = None) -> int:
-    """The command line without exiting: the exit status."""
+    """The command line without exiting: the exit status.
+
+    SIGTERM and SIGHUP stop a command like Ctrl-C does (its cleanup runs), with
+    the status 128 + the signal's number (143, 129; Ctrl-C is 130).
+    """
+    restore = _catch_stop_signals()
+    try:
+        return _run(argv)
+    except Terminated as exc:  # arrived while an error was being reported
+        return 128 + exc.signum
+    finally:
+        restore()
+
+
+def _run(argv: list[str] | None) -> int:
     from rotifer.genes.errors import RotiferError
     from rotifer.memory.errors import MemoryError
 
@@ -151,7 +212,10 @@ def run(argv: list[str] | None = None) -> int:
             return status
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.Abort:
+    except click.Abort as exc:
+        # click turns a KeyboardInterrupt (Ctrl-C, or our Terminated) into Abort.
+        if isinstance(exc.__cause__, Terminated):
+            return _stopped(exc.__cause__)
         return _report("INTERRUPTED", "aborted", 130)
     except click.UsageError as exc:
         where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
@@ -161,6 +225,8 @@ def run(argv: list[str] | None = None) -> int:
     except (RotiferError, MemoryError) as exc:
         click.echo(common.error_line(exc), err=True)  # both print as "CODE: message"
         return 1
+    except Terminated as exc:
+        return _stopped(exc)
     except KeyboardInterrupt:
         return _report("INTERRUPTED", "interrupted", 130)
     except BrokenPipeError:
