@@ -1,33 +1,85 @@
 """``make demo`` runs examples/formatter/demo.sh; run it here, for real, so the
-front door cannot break without a failing test."""
+front door cannot break without a failing test, and the README's account of
+what it prints cannot drift from what it prints."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-DEMO = Path(__file__).resolve().parents[2] / "examples" / "formatter" / "demo.sh"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "formatter" / "demo.sh"
 
 
-def test_demo_runs_the_formatter_example_end_to_end(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The demo project, and the finished ``demo.sh`` that made it (run once)."""
+    project = tmp_path_factory.mktemp("demo") / "demo"
     env = {k: v for k, v in os.environ.items()
            if k not in ("ROTIFER_PROJECT", "ROTIFER_MEMORY_URL")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["DEMO_DIR"] = str(tmp_path / "demo")
+    env["DEMO_DIR"] = str(project)
     done = subprocess.run(["bash", str(DEMO)], env=env, capture_output=True, text=True,
                           timeout=300, check=False)
+    return project, done
+
+
+def audit_lines(project: Path) -> list[dict[str, Any]]:
+    path = project / ".rotifer" / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_demo_runs_the_formatter_example_end_to_end(
+        demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    project, done = demo
     assert done.returncode == 0, done.stdout + done.stderr
     assert "demo: ok" in done.stdout
     assert "Traceback" not in done.stderr
 
     # The memory the demo leaves: one PREFERENCE written by the first formatter,
     # read (not rewritten) by the better one after the swap.
-    lines = [json.loads(line) for line in
-             (tmp_path / "demo" / ".rotifer" / "audit.jsonl").read_text().splitlines()]
-    fmt = [line for line in lines if line["agent"] == "fmt"]
+    fmt = [line for line in audit_lines(project) if line["agent"] == "fmt"]
     assert [(line["action"], line["key"]) for line in fmt] == [("write", "formatter/indent")]
-    spec = json.loads((tmp_path / "demo" / ".rotifer" / "agents" / "fmt.json").read_text())
+    spec = json.loads((project / ".rotifer" / "agents" / "fmt.json").read_text())
     assert spec["genes"] == ["better-formatter"]
+
+
+def readme_audit_table() -> list[tuple[str, str, str | None]]:
+    """The README's table of the lines the demo's audit log holds: (agent, action, key)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("| agent | action | key |")
+    rows = []
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        agent, action, key = (cell.strip().strip("`") for cell in line.split("|")[1:4])
+        rows.append((agent, action, key or None))
+    return rows
+
+
+def test_the_readme_says_what_the_demo_audits(
+        demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    project, done = demo
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = audit_lines(project)
+    table = readme_audit_table()
+    assert len(table) == len(lines), (table, lines)
+    for (agent, action, key), line in zip(table, lines, strict=True):
+        if agent.endswith("…"):
+            assert line["agent"].startswith(agent[:-1]), (agent, line)
+        else:
+            assert line["agent"] == agent, (agent, line)
+        assert (line["action"], line["key"]) == (action, key), line
+    # The README counts them too.
+    count = {2: "two", 3: "three", 4: "four"}[len(lines)]
+    assert re.search(rf"\b{count} JSON lines\b", (ROOT / "README.md").read_text())
+    # And the demo prints exactly those lines.
+    printed = done.stdout.split("# What was recorded (.rotifer/audit.jsonl):\n", 1)[1]
+    assert [json.loads(x) for x in printed.splitlines() if x.startswith("{")] == lines
