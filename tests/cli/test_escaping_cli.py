@@ -196,3 +196,11 @@ def test_json_text_is_printable_and_exact(value: object) -> None:
     text = json_text(value)
     assert text.isprintable()
     assert json.loads(text) == value
+
+
+def test_a_genes_domain_is_escaped_when_wrapped(tmp_path: Path) -> None:
+    root = init_project(tmp_path / "proj")
+    add_gene(root, "odd", "def express(input, ctx):\n    return 1\n", domain="d\x1b[2J\rx")
+    out = ok(root, "wrap", "odd")
+    assert_no_raw(out)
+    assert "domain d\\x1b[2J\\rx," in out

@@ -64,7 +64,8 @@ def wrap_command(ctx: click.Context, gene: str) -> None:
     from rotifer.agents.build import wrap_gene
 
     wrapped = wrap_gene(common.project_of(ctx), gene)
-    click.echo(f"Wrapped gene '{wrapped.name}' ({wrapped.kind}, domain {wrapped.domain}, "
+    domain = common.shown(wrapped.domain)  # the phenotype's text: shown escaped
+    click.echo(f"Wrapped gene '{wrapped.name}' ({wrapped.kind}, domain {domain}, "
                f"{wrapped.code_file.name})")
     _print_ids(wrapped)
 
@@ -80,7 +81,8 @@ def compile_command(ctx: click.Context, gene: str) -> None:
     had_wat = (project.genes_dir / gene / "gene.wat").is_file()
     compiled = compile_gene(project, gene)
     what = "gene.wat -> gene.wasm" if had_wat else compiled.code_file.name
-    click.echo(f"Compiled gene '{compiled.name}' ({compiled.kind}, domain {compiled.domain}, "
+    domain = common.shown(compiled.domain)
+    click.echo(f"Compiled gene '{compiled.name}' ({compiled.kind}, domain {domain}, "
                f"{what})")
     _print_ids(compiled)
 
