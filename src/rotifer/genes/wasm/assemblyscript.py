@@ -47,9 +47,10 @@ def read_as_string(view: CallView, ptr: int, cap: int = MAX_STRING_BYTES) -> str
     if ptr == 0 or ptr < 4 or not view.fits(ptr - 4, 4):
         return None
     (length,) = struct.unpack("<I", view.read(ptr - 4, 4))
-    take = min(length, cap, view.size - ptr) & ~1
+    whole = length & ~1  # an odd byte count is a lie too: its last byte is no code unit
+    take = min(whole, cap, view.size - ptr) & ~1
     text = view.read(ptr, take).decode("utf-16-le", errors="replace")
-    return text.translate(_ONE_LINE) + (" …" if take < length else "")
+    return text.translate(_ONE_LINE) + (" …" if take < whole else "")
 
 
 @dataclass(frozen=True)
