@@ -5,7 +5,9 @@ fix the refusal names."""
 
 from __future__ import annotations
 
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,3 +198,10 @@ def test_a_component_is_refused_with_the_fix() -> None:
         check_wasm(component, "gene.wasm")
     with pytest.raises(GeneFailed, match="is a WebAssembly component"):
         run(component, {})
+
+
+def test_no_room_for_the_stdin_file_is_a_clean_failure(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    with pytest.raises(GeneFailed, match=r"^GENE_FAILED: cannot give w its WASI input: "):
+        run(command(WRITE_DATA, "{}"), {"x": 1})

@@ -33,6 +33,8 @@ from typing import Final
 import wasmtime
 from wasmtime import FuncType, ValType
 
+from rotifer.genes.errors import GeneFailed
+
 from .imports import WASI_MODULE
 
 #: How much of the end of stderr a failure message quotes.
@@ -109,7 +111,16 @@ class OutputStream:
 def configure(store: wasmtime.Store, *, name: str, stdin: bytes, stdout: OutputStream,
               stderr: OutputStream) -> None:
     """Give ``store`` its WASI context: ``stdin`` as the input stream, the two
-    output streams, ``argv = [name]`` and nothing else."""
+    output streams, ``argv = [name]`` and nothing else; GeneFailed if the
+    stdin file cannot be made (a full or read-only temporary directory)."""
+    try:
+        _configure(store, name=name, stdin=stdin, stdout=stdout, stderr=stderr)
+    except (OSError, wasmtime.WasmtimeError) as exc:
+        raise GeneFailed(f"cannot give {name} its WASI input: {exc}") from None
+
+
+def _configure(store: wasmtime.Store, *, name: str, stdin: bytes, stdout: OutputStream,
+               stderr: OutputStream) -> None:
     config = wasmtime.WasiConfig()
     config.argv = [name]
     config.env = []
