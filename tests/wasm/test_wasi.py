@@ -5,8 +5,10 @@ fix the refusal names."""
 
 from __future__ import annotations
 
+import gc
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +207,38 @@ def test_no_room_for_the_stdin_file_is_a_clean_failure(tmp_path: Path,
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
     with pytest.raises(GeneFailed, match=r"^GENE_FAILED: cannot give w its WASI input: "):
         run(command(WRITE_DATA, "{}"), {"x": 1})
+
+
+def test_an_express_gene_that_exits_fails() -> None:
+    wat = f"""
+(module
+  (import "{WASI}" "proc_exit" (func $proc_exit (param i32)))
+  (memory (export "memory") 1)
+  (func (export "express") (param i32 i32) (result i32) (call $proc_exit (i32.const 0))
+    (i32.const 0)))"""
+    with pytest.raises(GeneFailed) as caught:
+        run(bytes(wasmtime.wat2wasm(wat)), {})
+    assert caught.value.message == "w exited with code 0 (an express gene must return, not exit)"
+
+
+@pytest.mark.parametrize("shape", ["command", "express"])
+def test_a_run_with_wasi_frees_its_store(shape: str) -> None:
+    """wasmtime holds the stream callbacks until the store goes; they must not
+    keep the store alive (every WASI run would leak its memory)."""
+    if shape == "command":
+        code = command(WRITE_DATA, "{}")
+    else:
+        code = bytes(wasmtime.wat2wasm(f"""
+(module
+  (import "{WASI}" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 100) "{{}}\\00")
+  (func (export "express") (param i32 i32) (result i32) (i32.const 100)))"""))
+    module = wasmtime.Module(_engine(), code)
+    with GeneInstance(module, DeniedMemory(), Limits(), name="w",
+                      log_sink=lambda level, line: None) as inst:
+        assert (inst.start() if shape == "command" else inst.express({})) == {}
+        store = weakref.ref(inst.store)
+    del inst
+    gc.collect()
+    assert store() is None

@@ -99,6 +99,10 @@ class OutputStream:
             self.emit_line(self._pending)
             self._pending = b""
 
+    def detach(self) -> None:
+        """Stop passing lines on (the run is over); keeps what was collected."""
+        self.emit = None
+
     def data(self) -> bytes:
         return b"".join(self.chunks)
 
