@@ -21,7 +21,6 @@ import wasmtime
 from rotifer.genes.errors import CompileFailed, GeneFailed, GeneRejected
 from rotifer.memory import GeneMemoryAccess
 
-from . import wasi
 from .abi import (
     EXPORT_ALLOC,
     EXPORT_EXPRESS,
@@ -41,7 +40,8 @@ from .guest import GuestMemory, as_u32
 from .host import HostFunctions, LogSink
 from .imports import COMPONENT_FIX, COMPONENT_HEADER, ENV_MODULE, WASI_MODULE
 from .limits import DEFAULT_FUEL, Limits
-from .wasi import OutputStream
+from .streams import OutputStream
+from .wasi import STDERR_TAIL, Wasi
 
 
 def _trap_text(exc: Exception) -> str:
@@ -124,15 +124,17 @@ class GeneInstance:
             self.stdout = OutputStream(keep=command, cap=limits.max_output_bytes,
                                        emit=None if command else self.host.emit)
             self.stderr = OutputStream(keep=False, cap=0, emit=self.host.emit,
-                                       tail=wasi.STDERR_TAIL)
+                                       tail=STDERR_TAIL)
             linker = wasmtime.Linker(engine)
             self.host.define(linker)
             if ENV_MODULE in imported:
                 self.env.define(linker)
+            self.wasi: Wasi | None = None
             if WASI_MODULE in imported:
-                wasi.configure(self.store, name=name, stdin=stdin, stdout=self.stdout,
-                               stderr=self.stderr)
-                wasi.define(linker)
+                self.wasi = Wasi(name=name, stdin=stdin, stdout=self.stdout, stderr=self.stderr)
+                self.store.set_limits(memory_size=limits.max_memory_bytes,
+                                      instances=Wasi.instances_needed, tables=4, memories=1)
+                self.wasi.define(linker, self.store)
             self.instance = self._guard(lambda: linker.instantiate(self.store, module),
                                         "could not be instantiated")
             exports = self.instance.exports(self.store)
@@ -182,15 +184,15 @@ class GeneInstance:
         exit with code 0 is a normal return when ``exit_ok``."""
         try:
             result = call()
-        except wasmtime.ExitTrap as exc:
-            self._check_abort()
-            if exc.code == 0 and exit_ok:
-                return None
-            raise GeneFailed(f"{self.name} exited with code {exc.code}"
-                             + ("" if exit_ok else " (an express gene must return, not exit)")
-                             + self._stderr_note()) from None
         except wasmtime.Trap as exc:
             self._check_abort()
+            code = self.wasi.exit_code(self.store) if self.wasi is not None else None
+            if code is not None:
+                if code == 0 and exit_ok:
+                    return None
+                raise GeneFailed(f"{self.name} exited with code {code}"
+                                 + ("" if exit_ok else " (an express gene must return, not exit)")
+                                 + self._stderr_note()) from None
             if exc.trap_code is wasmtime.TrapCode.OUT_OF_FUEL:
                 raise GeneFailed(f"{self.name} ran out of fuel ({self.limits.fuel} units)"
                                  + self._stderr_note()) from None
