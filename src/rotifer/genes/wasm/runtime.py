@@ -111,6 +111,9 @@ class GeneInstance:
         self.store.set_fuel(limits.fuel)
         self.store.set_limits(memory_size=limits.max_memory_bytes, instances=1, tables=4,
                               memories=1)
+        command = self.shape == "command"
+        self.stdout = OutputStream(keep=command, cap=limits.max_output_bytes, emit=None)
+        self.stderr = OutputStream(keep=False, cap=0, emit=None, tail=STDERR_TAIL)
         self._ticker = get_ticker()
         self._ticker.acquire()
         self._closed = False
@@ -120,11 +123,9 @@ class GeneInstance:
                                       time.monotonic() + limits.deadline_s, name=name,
                                       log_sink=log_sink)
             self.env = EnvFunctions(self.host.emit)
-            command = self.shape == "command"
-            self.stdout = OutputStream(keep=command, cap=limits.max_output_bytes,
-                                       emit=None if command else self.host.emit)
-            self.stderr = OutputStream(keep=False, cap=0, emit=self.host.emit,
-                                       tail=STDERR_TAIL)
+            # A command gene's stdout is its output; every other stream is its log.
+            self.stdout.emit = None if command else self.host.emit
+            self.stderr.emit = self.host.emit
             linker = wasmtime.Linker(engine)
             self.host.define(linker)
             if ENV_MODULE in imported:
@@ -168,9 +169,9 @@ class GeneInstance:
             self._ticker.release()
             self.stdout.flush()
             self.stderr.flush()
-            # wasmtime keeps the stream callbacks (in a process-wide table) until
-            # the store is dropped, and the streams' emit reaches the store: cut
-            # that cycle, or no store with WASI would ever be freed.
+            # wasmtime keeps the WASI host functions (in a process-wide table)
+            # until the store is dropped; they reach the streams, whose emit
+            # reaches the store: cut that cycle, or no such store would be freed.
             self.stdout.detach()
             self.stderr.detach()
 
