@@ -3,9 +3,10 @@ genes in ``genes/``, and a harness that calls the host functions directly."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,56 @@ def open_harness(module: wasmtime.Module, memory: GeneMemoryAccess,
 def harness(harness_module: wasmtime.Module, store: MemoryStore) -> Iterator[Harness]:
     with open_harness(harness_module, store.for_gene(AGENT, gene_id("harness"), "probe")) as inst:
         yield Harness(inst)
+
+
+# -- genes built from tests/wasm/sources with the real toolchains ----------------------
+
+SOURCES = Path(__file__).parent / "sources"
+
+#: Misbehaving WASI command genes of sources/commands.c, by -DMODE.
+COMMAND_MODES = {"quiet": 1, "fails": 2, "loops": 3, "floods": 4, "sleeps": 5, "probes": 6}
+
+
+def _recipes() -> dict[str, Callable[[Path], Path]]:
+    from .toolchains import build_as, build_c, build_rust
+
+    recipes: dict[str, Callable[[Path], Path]] = {
+        "as_prefs": lambda out: build_as(SOURCES / "prefs.ts", out, name="as_prefs"),
+        "rust_prefs": lambda out: build_rust(SOURCES / "prefs_wasi.rs", out, name="rust_prefs"),
+        "c_prefs": lambda out: build_c(SOURCES / "prefs_wasi.c", out, name="c_prefs"),
+        "rust_echo": lambda out: build_rust(SOURCES / "echo.rs", out, crate_type="bin",
+                                            name="rust_echo"),
+        "c_echo": lambda out: build_c(SOURCES / "echo.c", out, command=True, name="c_echo"),
+    }
+    for mode, number in COMMAND_MODES.items():
+        recipes[f"c_{mode}"] = functools.partial(
+            lambda out, mode, number: build_c(SOURCES / "commands.c", out, command=True,
+                                              flags=[f"-DMODE={number}"], name=f"c_{mode}"),
+            mode=mode, number=number)
+    return recipes
+
+
+class BuiltGenes:
+    """Test genes built on first use (once per test session and worker).
+
+    ``built["as_prefs"]`` is the path of the ``.wasm``; a missing toolchain
+    skips the asking test (fails it under CI), see ``toolchains.py``.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.recipes = _recipes()
+        self.paths: dict[str, Path] = {}
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self.paths:
+            self.paths[name] = self.recipes[name](self.out)
+        return self.paths[name]
+
+    def code(self, name: str) -> bytes:
+        return self[name].read_bytes()
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> BuiltGenes:
+    return BuiltGenes(tmp_path_factory.mktemp("built-genes"))

@@ -13,9 +13,20 @@ import logging
 import pytest
 import wasmtime
 
+from rotifer.genes.wasm import GeneInstance
 from rotifer.memory import DeniedMemory, MemoryStore
 
-from .conftest import AGENT, OUT, REQ, SENTINEL, Harness, audit_lines, gene_id, open_harness
+from .conftest import (
+    AGENT,
+    OUT,
+    REQ,
+    ROOMY,
+    SENTINEL,
+    Harness,
+    audit_lines,
+    gene_id,
+    open_harness,
+)
 
 
 def b64(data: bytes) -> str:
@@ -366,25 +377,38 @@ def test_an_unexpected_exception_is_a_storage_error_not_a_crash(
 # -- log ----------------------------------------------------------------------------------
 
 
-def test_log_passes_messages_on(harness_module: wasmtime.Module, store: MemoryStore,
-                                caplog: pytest.LogCaptureFixture) -> None:
-    seen: list[tuple[int, str]] = []
-    from rotifer.genes.wasm import GeneInstance
+def _log_some(inst: GeneInstance) -> None:
+    inst.call("grow", 3)
+    inst.guest.write(REQ, "hello ✓".encode())
+    inst.call("call_log", 2, REQ, len("hello ✓".encode()))
+    inst.call("call_log", 0, REQ, 5)
+    inst.call("call_log", 1, -1, 5)         # out of bounds: dropped
+    inst.call("call_log", 1, REQ, -1)       # huge length: dropped
+    inst.call("call_log", 3, REQ, 100_000)  # too long: cut to the message cap
 
-    from .conftest import ROOMY
+
+def test_log_passes_messages_to_the_sink(harness_module: wasmtime.Module, store: MemoryStore,
+                                         caplog: pytest.LogCaptureFixture) -> None:
+    """With a sink (the CLI's), every line goes there -- and not also to the
+    logger, where the CLI would print warnings a second time."""
+    seen: list[tuple[int, str]] = []
     memory = store.for_gene(AGENT, gene_id("harness"), "probe")
     with GeneInstance(harness_module, memory, ROOMY, name="logger",
-                      log_sink=lambda level, text: seen.append((level, text))) as inst:
-        inst.call("grow", 3)
-        inst.guest.write(REQ, "hello ✓".encode())
-        with caplog.at_level(logging.DEBUG, logger="rotifer.genes.wasm.gene"):
-            inst.call("call_log", 2, REQ, len("hello ✓".encode()))
-            inst.call("call_log", 0, REQ, 5)
-            inst.call("call_log", 1, -1, 5)         # out of bounds: dropped
-            inst.call("call_log", 1, REQ, -1)       # huge length: dropped
-            inst.call("call_log", 3, REQ, 100_000)  # too long: cut to the message cap
+                      log_sink=lambda level, text: seen.append((level, text))) as inst, \
+            caplog.at_level(logging.DEBUG, logger="rotifer.genes.wasm.gene"):
+        _log_some(inst)
     assert seen[:2] == [(2, "hello ✓"), (0, "hello")]
     assert len(seen) == 3 and seen[2][1].endswith(" …")
     assert len(seen[2][1].removesuffix(" …").encode()) == 16 * 1024
+    assert caplog.records == []
+
+
+def test_log_without_a_sink_goes_to_the_logger(harness_module: wasmtime.Module,
+                                               store: MemoryStore,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    memory = store.for_gene(AGENT, gene_id("harness"), "probe")
+    with GeneInstance(harness_module, memory, ROOMY, name="logger") as inst, \
+            caplog.at_level(logging.DEBUG, logger="rotifer.genes.wasm.gene"):
+        _log_some(inst)
     assert [r.levelname for r in caplog.records] == ["WARNING", "DEBUG", "ERROR"]
     assert "[logger] hello ✓" in caplog.text

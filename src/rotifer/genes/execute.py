@@ -7,6 +7,7 @@ Node bridge) to run a Python gene.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,12 @@ from rotifer.memory import GeneMemoryAccess
 DEFAULT_DEADLINE_S = 10.0
 
 
+def _level_dropped(sink: LogSink, name: str) -> Callable[[int, str], None]:
+    """A WASM gene's log lines carry a level; the runner's sink takes
+    ``(gene, line)`` like a Python or Node gene's ``ctx.log``."""
+    return lambda level, line: sink(name, line)
+
+
 def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
             deadline_s: float = DEFAULT_DEADLINE_S, cache_dir: Path | None = None,
             agent: str | None = None, log_sink: LogSink | None = None) -> Any:
@@ -29,7 +36,8 @@ def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
     MemoryError a gene let escape.  ``cache_dir`` is where compiled WASM
     modules (``cache_dir/wasm``) and transpiled TypeScript (``cache_dir/node``)
     are kept between runs; ``agent`` and ``log_sink`` reach a Python
-    or Node gene as ``ctx.agent`` and ``ctx.log``.
+    or Node gene as ``ctx.agent`` and ``ctx.log``; ``log_sink`` also gets a
+    WASM gene's log (``log``, ``trace``, WASI stdout/stderr lines).
     """
     validate_input(gene.phenotype, input)
     if gene.kind == "python":
@@ -44,8 +52,9 @@ def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
             raise GeneUnavailable(
                 f"gene '{gene.name}' needs wasmtime, which cannot be imported: {exc}"
             ) from None
+        sink = None if log_sink is None else _level_dropped(log_sink, gene.name)
         return run_wasm_code(gene.code, gene.code_file.name, input, memory, name=gene.name,
-                             deadline_s=deadline_s,
+                             deadline_s=deadline_s, log_sink=sink,
                              cache_dir=None if cache_dir is None else cache_dir / "wasm")
     if gene.kind == "node":
         from rotifer.genes.node import run_node_gene

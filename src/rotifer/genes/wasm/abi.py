@@ -3,22 +3,27 @@
 Everything both sides must agree on lives here, so the host functions, the
 runtime and ``rotifer compile`` check a module against one definition:
 
-* imports, all from module ``rotifer``: ``readMemory``, ``writeMemory``,
+* imports from module ``rotifer``: ``readMemory``, ``writeMemory``,
   ``queryMemory``, ``deleteMemory`` as ``(req_ptr, req_len, out_ptr, out_cap)
-  -> i32`` and ``log(level, ptr, len)``; a gene may import any subset;
+  -> i32`` and ``log(level, ptr, len)``; a gene may import any subset, and
+  also AssemblyScript's ``env.abort/trace/seed`` and WASI preview 1
+  (``imports.py``);
 * exports: ``memory``, ``express(ptr: i32, len: i32) -> i32`` and optionally
-  ``alloc(len: i32) -> i32``;
+  ``alloc(len: i32) -> i32`` and ``_initialize()`` -- or, for a WASI command
+  gene, ``memory`` and ``_start()`` (input on stdin, output on stdout);
 * the host functions' result codes (the seed's table).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 import wasmtime
 from wasmtime import FuncType, ValType
 
 from rotifer.memory import ErrorCode
+
+from .imports import ENV_MODULE, WASI_FUNCTIONS, WASI_MODULE, env_type, fix_for
 
 IMPORT_MODULE: Final = "rotifer"
 MEMORY_FUNCTIONS: Final = ("readMemory", "writeMemory", "queryMemory", "deleteMemory")
@@ -27,6 +32,12 @@ LOG_FUNCTION: Final = "log"
 EXPORT_MEMORY: Final = "memory"
 EXPORT_EXPRESS: Final = "express"
 EXPORT_ALLOC: Final = "alloc"
+#: A WASI command's entry point; a module with ``_start`` and no ``express``
+#: is a command gene.
+EXPORT_START: Final = "_start"
+#: A WASI reactor's initializer (Rust ``wasm32-wasi`` libraries, C with
+#: wasi-libc); called once after instantiation when exported.
+EXPORT_INITIALIZE: Final = "_initialize"
 
 #: ``out`` is too small for the response.
 OUT_TOO_SMALL: Final = -1
@@ -68,11 +79,17 @@ def _signature(ty: FuncType) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(str(p) for p in ty.params), tuple(str(r) for r in ty.results)
 
 
-def _expected_import(name: str) -> FuncType | None:
-    if name in MEMORY_FUNCTIONS:
-        return memory_call_type()
-    if name == LOG_FUNCTION:
-        return log_type()
+def _expected_import(module: str, name: str) -> FuncType | None:
+    """The type the host gives ``module.name``; None if it does not provide it.
+    WASI functions are typed by wasmtime when the module is linked."""
+    if module == IMPORT_MODULE:
+        if name in MEMORY_FUNCTIONS:
+            return memory_call_type()
+        if name == LOG_FUNCTION:
+            return log_type()
+        return None
+    if module == ENV_MODULE:
+        return env_type(name)
     return None
 
 
@@ -80,33 +97,66 @@ class AbiViolation(Exception):
     """The module does not follow the ABI; the message says how."""
 
 
-def check_module(module: wasmtime.Module) -> None:
-    """Refuse a module the host cannot run before anything is instantiated.
+#: What a module is to the runtime: ``express`` (called with a pointer to the
+#: input, may use the memory calls) or ``command`` (a WASI command: ``_start``,
+#: input on stdin, output on stdout).
+GeneShape = Literal["express", "command"]
+
+
+def imports_wasi(module: wasmtime.Module) -> bool:
+    return any(imp.module == WASI_MODULE for imp in module.imports)
+
+
+def check_module(module: wasmtime.Module) -> GeneShape:
+    """Refuse a module the host cannot run before anything is instantiated;
+    return its shape.
 
     Checking up front turns a vague link error ("unknown import") into a
     message a gene author can act on, and lets ``rotifer compile`` refuse the
     module instead of every later run failing.
     """
+    exports = {exp.name: exp.type for exp in module.exports}
+    i32 = str(ValType.i32())
+    express = exports.get(EXPORT_EXPRESS)
+    start = exports.get(EXPORT_START)
+    command = express is None and start is not None
+    provided = f"{', '.join(MEMORY_FUNCTIONS)} and {LOG_FUNCTION}"
     for imp in module.imports:
         where = f"{imp.module}.{imp.name}"
         ty = imp.type
-        expected = _expected_import(imp.name or "") if imp.module == IMPORT_MODULE else None
+        if imp.module == WASI_MODULE and (imp.name or "") in WASI_FUNCTIONS:
+            if not isinstance(ty, FuncType):
+                raise AbiViolation(f"the module imports {where} as something other than "
+                                   "a function")
+            continue
+        expected = _expected_import(imp.module, imp.name or "")
         if expected is None:
-            raise AbiViolation(
-                f"the module imports {where}, which the host does not provide; it may import "
-                f"only {', '.join(MEMORY_FUNCTIONS)} and {LOG_FUNCTION} from {IMPORT_MODULE!r}"
-            )
+            raise AbiViolation(fix_for(imp.module, imp.name or "", provided=provided))
         if not isinstance(ty, FuncType) or _signature(ty) != _signature(expected):
             raise AbiViolation(f"the module imports {where} with the wrong type {ty}")
-    exports = {exp.name: exp.type for exp in module.exports}
+        if command and imp.module == IMPORT_MODULE and imp.name in MEMORY_FUNCTIONS:
+            raise AbiViolation(
+                f"the module imports {where}, but it is a WASI command gene (it exports "
+                f"{EXPORT_START} and no {EXPORT_EXPRESS}), which gets no memory host "
+                f"functions; export {EXPORT_EXPRESS}(ptr, len) to use memory")
     if not isinstance(exports.get(EXPORT_MEMORY), wasmtime.MemoryType):
         raise AbiViolation("the module must export its linear memory as 'memory'")
-    express = exports.get(EXPORT_EXPRESS)
-    i32 = str(ValType.i32())
+    if command:
+        if not isinstance(start, FuncType) or _signature(start) != ((), ()):
+            raise AbiViolation(f"an exported {EXPORT_START} must take and return nothing")
+        return "command"
     if not isinstance(express, FuncType) or _signature(express) != ((i32, i32), (i32,)):
-        raise AbiViolation("the module must export express(ptr: i32, len: i32) -> i32")
+        raise AbiViolation(
+            f"the module must export {EXPORT_EXPRESS}(ptr: i32, len: i32) -> i32, or be a "
+            f"WASI command that exports {EXPORT_START}() and no {EXPORT_EXPRESS}")
     alloc = exports.get(EXPORT_ALLOC)
     if alloc is not None and (
         not isinstance(alloc, FuncType) or _signature(alloc) != ((i32,), (i32,))
     ):
         raise AbiViolation("an exported alloc must be alloc(len: i32) -> i32")
+    initialize = exports.get(EXPORT_INITIALIZE)
+    if initialize is not None and (
+        not isinstance(initialize, FuncType) or _signature(initialize) != ((), ())
+    ):
+        raise AbiViolation(f"an exported {EXPORT_INITIALIZE} must take and return nothing")
+    return "express"

@@ -13,6 +13,7 @@ from rotifer.genes.errors import CompileFailed
 
 from .abi import AbiViolation, check_module
 from .engine import get_engine
+from .imports import COMPONENT_FIX, COMPONENT_HEADER
 
 
 def _read(path: Path) -> bytes:
@@ -52,6 +53,8 @@ def read_wasm(path: Path) -> bytes:
 
 def check_wasm(wasm: bytes, name: str) -> wasmtime.Module:
     """Validate and compile ``wasm`` and check it against the ABI."""
+    if wasm.startswith(COMPONENT_HEADER):
+        raise CompileFailed(f"{name} {COMPONENT_FIX}")
     try:
         module = wasmtime.Module(get_engine(), wasm)
     except wasmtime.WasmtimeError as exc:

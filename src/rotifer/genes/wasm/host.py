@@ -225,16 +225,35 @@ class HostFunctions:
             guest = self._view(caller)
             if guest is None:  # pragma: no cover - checked at load
                 return
-            room = self.limits.max_log_bytes - self.log_bytes
-            take = min(length, self.limits.max_log_message_bytes, max(room, 0))
-            if take <= 0 or not guest.fits(ptr, length):
+            if not guest.fits(ptr, length):
                 return
-            self.log_bytes += take
+            take = min(length, self.limits.max_log_message_bytes)
             text = guest.read(ptr, take).decode("utf-8", errors="replace")
-            if take < length:
-                text += " …"
-            gene_logger.log(LOG_LEVELS.get(level, logging.INFO), "[%s] %s", self.name, text)
-            if self.log_sink is not None:
-                self.log_sink(level, text)
+            self.emit(level, text + (" …" if take < length else ""))
         except Exception:
             logger.exception("unexpected error in the log host function")
+
+    def emit(self, level: int, text: str) -> None:
+        """One line of the gene's log (from ``log``, AssemblyScript's ``trace``
+        or a WASI output stream), within the run's log allowance.
+
+        With a ``log_sink`` the line goes there -- the runner decides where a
+        gene's log goes, e.g. the CLI prints ``[gene] line`` on stderr as for
+        every kind of gene; without one it goes to the Python logger
+        ``rotifer.genes.wasm.gene``.
+        """
+        try:
+            room = self.limits.max_log_bytes - self.log_bytes
+            cap = min(self.limits.max_log_message_bytes, room)
+            if cap <= 0:
+                return
+            data = text.encode("utf-8", errors="replace")
+            if len(data) > cap:
+                text = data[:cap].decode("utf-8", errors="ignore") + " …"
+            self.log_bytes += min(len(data), cap)
+            if self.log_sink is not None:
+                self.log_sink(level, text)
+            else:
+                gene_logger.log(LOG_LEVELS.get(level, logging.INFO), "[%s] %s", self.name, text)
+        except Exception:
+            logger.exception("unexpected error passing on a gene's log line")

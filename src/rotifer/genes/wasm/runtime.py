@@ -19,20 +19,27 @@ import wasmtime
 from rotifer.genes.errors import CompileFailed, GeneFailed, GeneRejected
 from rotifer.memory import GeneMemoryAccess
 
+from . import wasi
 from .abi import (
     EXPORT_ALLOC,
     EXPORT_EXPRESS,
+    EXPORT_INITIALIZE,
     EXPORT_MEMORY,
+    EXPORT_START,
     MEANING_OF_RESULT,
     AbiViolation,
+    GeneShape,
     check_module,
 )
+from .assemblyscript import EnvFunctions
 from .cache import load_module
 from .compile import code_to_wasm
 from .engine import get_engine, get_ticker, ticks_for
 from .guest import GuestMemory, as_u32
 from .host import HostFunctions, LogSink
+from .imports import COMPONENT_FIX, COMPONENT_HEADER, ENV_MODULE, WASI_MODULE
 from .limits import DEFAULT_FUEL, Limits
+from .wasi import OutputStream
 
 
 def _trap_text(exc: Exception) -> str:
@@ -44,18 +51,39 @@ def _trap_text(exc: Exception) -> str:
     return lines[-1] if lines else type(exc).__name__
 
 
+def encode_input(input: Any, name: str) -> bytes:
+    """The input as compact UTF-8 JSON, as every WASM gene receives it."""
+    try:
+        return json.dumps(input, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise GeneFailed(f"the input for {name} is not JSON: {exc}") from None
+
+
+def shape_of(module: wasmtime.Module) -> GeneShape:
+    """``command`` for a module that exports ``_start`` and no ``express``."""
+    names = {exp.name for exp in module.exports}
+    return "command" if EXPORT_EXPRESS not in names and EXPORT_START in names else "express"
+
+
 class GeneInstance:
     """One instantiated gene with its own store and budget.
 
     Use as a context manager: the epoch ticker runs while it is open.  The
     budget (deadline, fuel, host calls) starts when it is created and covers
-    instantiation (a start function runs then) and every call.
+    instantiation (a start function runs then), ``_initialize`` and every call.
+
+    An express gene is driven with :meth:`express`; a WASI command gene (see
+    :func:`shape_of`) gets its input as ``stdin`` here and is run with
+    :meth:`start`.
     """
 
     def __init__(self, module: wasmtime.Module, memory: GeneMemoryAccess, limits: Limits,
-                 *, name: str = "gene", log_sink: LogSink | None = None) -> None:
+                 *, name: str = "gene", log_sink: LogSink | None = None,
+                 stdin: bytes = b"") -> None:
         self.limits = limits
         self.name = name
+        self.shape = shape_of(module)
         engine = get_engine()
         self.store = wasmtime.Store(engine)
         self.store.set_fuel(limits.fuel)
@@ -69,19 +97,38 @@ class GeneInstance:
             self.host = HostFunctions(memory, limits, self.store,
                                       time.monotonic() + limits.deadline_s, name=name,
                                       log_sink=log_sink)
+            self.env = EnvFunctions(self.host.emit)
+            command = self.shape == "command"
+            self.stdout = OutputStream(keep=command, cap=limits.max_output_bytes,
+                                       emit=None if command else self.host.emit)
+            self.stderr = OutputStream(keep=False, cap=0, emit=self.host.emit,
+                                       tail=wasi.STDERR_TAIL)
             linker = wasmtime.Linker(engine)
             self.host.define(linker)
+            imported = {imp.module for imp in module.imports}
+            if ENV_MODULE in imported:
+                self.env.define(linker)
+            if WASI_MODULE in imported:
+                wasi.configure(self.store, name=name, stdin=stdin, stdout=self.stdout,
+                               stderr=self.stderr)
+                wasi.define(linker)
             self.instance = self._guard(lambda: linker.instantiate(self.store, module),
                                         "could not be instantiated")
             exports = self.instance.exports(self.store)
             exported = exports.get(EXPORT_MEMORY)
-            express = exports.get(EXPORT_EXPRESS)
-            if not isinstance(exported, wasmtime.Memory) or not isinstance(express, wasmtime.Func):
-                raise GeneFailed(f"{name} does not export memory and express")
-            self.guest = GuestMemory(exported, self.store)
-            self._express = express
-            alloc = exports.get(EXPORT_ALLOC)
-            self._alloc = alloc if isinstance(alloc, wasmtime.Func) else None
+            self.guest = GuestMemory(exported, self.store) if isinstance(
+                exported, wasmtime.Memory) else None
+            if command:
+                self._entry = exports.get(EXPORT_START)
+            else:
+                self._entry = exports.get(EXPORT_EXPRESS)
+                if self.guest is None or not isinstance(self._entry, wasmtime.Func):
+                    raise GeneFailed(f"{name} does not export memory and express")
+                alloc = exports.get(EXPORT_ALLOC)
+                self._alloc = alloc if isinstance(alloc, wasmtime.Func) else None
+                initialize = exports.get(EXPORT_INITIALIZE)
+                if isinstance(initialize, wasmtime.Func):
+                    self._guard(lambda: initialize(self.store), f"failed in {EXPORT_INITIALIZE}")
         except BaseException:
             self.close()
             raise
@@ -96,22 +143,48 @@ class GeneInstance:
         if not self._closed:
             self._closed = True
             self._ticker.release()
+            self.stdout.flush()
+            self.stderr.flush()
 
-    def _guard(self, call: Any, what: str) -> Any:
-        """Run guest code; every way it can fail becomes GeneFailed."""
+    def _stderr_note(self) -> str:
+        tail = self.stderr.tail_text()
+        return f"; stderr: {tail}" if tail else ""
+
+    def _guard(self, call: Any, what: str, *, exit_ok: bool = False) -> Any:
+        """Run guest code; every way it can fail becomes GeneFailed.  An
+        ``abort`` the gene called wins over the trap that follows it; a WASI
+        exit with code 0 is a normal return when ``exit_ok``."""
         try:
-            return call()
+            result = call()
+        except wasmtime.ExitTrap as exc:
+            self._check_abort()
+            if exc.code == 0 and exit_ok:
+                return None
+            raise GeneFailed(f"{self.name} exited with code {exc.code}"
+                             + ("" if exit_ok else f" in {what.removeprefix('failed in ')}")
+                             + self._stderr_note()) from None
         except wasmtime.Trap as exc:
+            self._check_abort()
             if exc.trap_code is wasmtime.TrapCode.OUT_OF_FUEL:
                 raise GeneFailed(f"{self.name} ran out of fuel ({self.limits.fuel} units)"
-                                 ) from None
+                                 + self._stderr_note()) from None
             if exc.trap_code is wasmtime.TrapCode.INTERRUPT:
                 raise GeneFailed(
                     f"{self.name} ran past its deadline of {self.limits.deadline_s:g} s"
-                ) from None
-            raise GeneFailed(f"{self.name} trapped: {_trap_text(exc)}") from None
+                    + self._stderr_note()) from None
+            raise GeneFailed(f"{self.name} trapped: {_trap_text(exc)}"
+                             + self._stderr_note()) from None
         except wasmtime.WasmtimeError as exc:
-            raise GeneFailed(f"{self.name} {what}: {_trap_text(exc)}") from None
+            self._check_abort()
+            raise GeneFailed(f"{self.name} {what}: {_trap_text(exc)}"
+                             + self._stderr_note()) from None
+        self._check_abort()
+        return result
+
+    def _check_abort(self) -> None:
+        aborted = self.env.aborted
+        if aborted is not None:
+            raise GeneFailed(f"{self.name} {aborted.describe()}") from None
 
     def call(self, export: str, *args: int) -> Any:
         """Call any export (tests use this to drive the host functions directly)."""
@@ -120,24 +193,26 @@ class GeneInstance:
             raise GeneFailed(f"{self.name} has no exported function {export!r}")
         return self._guard(lambda: func(self.store, *args), f"failed in {export}")
 
+    def _memory(self) -> GuestMemory:
+        if self.guest is None:  # pragma: no cover - checked when instantiated
+            raise GeneFailed(f"{self.name} does not export memory")
+        return self.guest
+
     def express(self, input: Any) -> Any:
         """The ABI's express call: input JSON in, parsed output JSON out."""
-        try:
-            data = json.dumps(input, ensure_ascii=False, separators=(",", ":"),
-                              allow_nan=False).encode()
-        except (TypeError, ValueError) as exc:
-            raise GeneFailed(f"the input for {self.name} is not JSON: {exc}") from None
+        if self.shape != "express":
+            raise GeneFailed(f"{self.name} is a WASI command gene; run it with start()")
+        data = encode_input(input, self.name)
+        guest = self._memory()
         ptr = 0
         if self._alloc is not None:
             alloc = self._alloc
             ptr = as_u32(self._guard(lambda: alloc(self.store, len(data)), "failed in alloc"))
-        if not self.guest.fits(ptr, len(data)) and (
-            ptr != 0 or not self.guest.grow_to(len(data))
-        ):
+        if not guest.fits(ptr, len(data)) and (ptr != 0 or not guest.grow_to(len(data))):
             raise GeneFailed(
                 f"the input ({len(data)} bytes at {ptr}) does not fit {self.name}'s memory")
-        self.guest.write(ptr, data)
-        express = self._express
+        guest.write(ptr, data)
+        express = self._entry
         result = self._guard(lambda: express(self.store, ptr, len(data)), "failed in express")
         if not isinstance(result, int):  # pragma: no cover - the ABI check fixes the type
             raise GeneFailed(f"{self.name}'s express returned {result!r}")
@@ -145,18 +220,42 @@ class GeneInstance:
             meaning = MEANING_OF_RESULT.get(result)
             raise GeneFailed(f"{self.name} returned error code {result}"
                              + (f" ({meaning})" if meaning else ""))
-        return self._output(result)
-
-    def _output(self, ptr: int) -> Any:
-        raw = self.guest.read_c_string(ptr, self.limits.max_output_bytes)
+        raw = guest.read_c_string(result, self.limits.max_output_bytes)
         if raw is None:
             raise GeneFailed(
-                f"{self.name}'s output at {ptr} is not NUL-terminated within its memory "
+                f"{self.name}'s output at {result} is not NUL-terminated within its memory "
                 f"(or is longer than {self.limits.max_output_bytes} bytes)")
+        return self._parse(raw, "output")
+
+    def start(self) -> Any:
+        """Run a WASI command gene: ``_start`` with the input on stdin; its
+        stdout is the output."""
+        if self.shape != "command":
+            raise GeneFailed(f"{self.name} is not a WASI command gene")
+        entry = self._entry
+        try:
+            self._guard(lambda: entry(self.store), "failed in _start", exit_ok=True)
+        except GeneFailed:
+            if self.stdout.overflowed:
+                raise self._overflow() from None
+            raise
+        if self.stdout.overflowed:
+            raise self._overflow()
+        raw = self.stdout.data()
+        if not raw.strip():
+            raise GeneFailed(f"{self.name} wrote nothing to stdout; a WASI command gene "
+                             "writes its output JSON there" + self._stderr_note())
+        return self._parse(raw, "output on stdout")
+
+    def _overflow(self) -> GeneFailed:
+        return GeneFailed(f"{self.name} wrote more than {self.limits.max_output_bytes} bytes "
+                          "to stdout (the most a WASI command gene's output may be)")
+
+    def _parse(self, raw: bytes, what: str) -> Any:
         try:
             output = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise GeneFailed(f"{self.name}'s output is not UTF-8 JSON: {exc}") from None
+            raise GeneFailed(f"{self.name}'s {what} is not UTF-8 JSON: {exc}") from None
         rejection = rejection_of(output)
         if rejection is not None:
             raise rejection
@@ -181,6 +280,8 @@ def prepare_code(code: bytes, file_name: str, cache_dir: Path | None = None) -> 
         wasm = code_to_wasm(code, file_name)
     except CompileFailed as exc:
         raise GeneFailed(exc.message) from None
+    if wasm.startswith(COMPONENT_HEADER):
+        raise GeneFailed(f"{file_name} {COMPONENT_FIX}")
     try:
         module = load_module(wasm, cache_dir)
     except wasmtime.WasmtimeError as exc:
@@ -205,23 +306,30 @@ def prepare(wasm_path: Path, cache_dir: Path | None = None) -> wasmtime.Module:
 
 def run_wasm_code(code: bytes, file_name: str, input: Any, memory: GeneMemoryAccess, *,
                   name: str, deadline_s: float = 10.0, fuel: int | None = None,
-                  cache_dir: Path | None = None) -> Any:
+                  cache_dir: Path | None = None, log_sink: LogSink | None = None) -> Any:
     """Run a gene from the bytes of its code file (``gene.wasm`` or ``gene.wat``).
 
     The agent runner passes ``Gene.code`` -- the bytes the gene's v2 id was
     computed from -- so the code that acts under that id is exactly the code
     that was checked, even if the file changes meanwhile.  ``name`` is used
-    in messages and the gene's log lines.
+    in messages and the gene's log lines; ``log_sink(level, line)`` receives
+    the gene's log (else it goes to the logger ``rotifer.genes.wasm.gene``).
+    A WASI command gene gets the input on stdin and its stdout is the output.
     """
     limits = Limits(deadline_s=deadline_s, fuel=fuel if fuel is not None else DEFAULT_FUEL)
     module = prepare_code(code, file_name, cache_dir)
-    with GeneInstance(module, memory, limits, name=name) as instance:
+    if shape_of(module) == "command":
+        data = encode_input(input, name)
+        with GeneInstance(module, memory, limits, name=name, log_sink=log_sink,
+                          stdin=data) as command:
+            return command.start()
+    with GeneInstance(module, memory, limits, name=name, log_sink=log_sink) as instance:
         return instance.express(input)
 
 
 def run_wasm_gene(wasm_path: Path, input: Any, memory: GeneMemoryAccess, *,
                   deadline_s: float = 10.0, fuel: int | None = None,
-                  cache_dir: Path | None = None) -> Any:
+                  cache_dir: Path | None = None, log_sink: LogSink | None = None) -> Any:
     """Run a gene that brings its own WASM (``gene.wasm`` or ``gene.wat``).
 
     ``memory`` is what its host calls reach: the agent's ``GeneMemory`` for
@@ -237,4 +345,4 @@ def run_wasm_gene(wasm_path: Path, input: Any, memory: GeneMemoryAccess, *,
         raise GeneFailed(f"cannot read {path}: {exc.strerror or exc}") from None
     name = path.parent.name if path.stem == "gene" and path.parent.name else path.stem
     return run_wasm_code(code, path.name, input, memory, name=name, deadline_s=deadline_s,
-                         fuel=fuel, cache_dir=cache_dir)
+                         fuel=fuel, cache_dir=cache_dir, log_sink=log_sink)
