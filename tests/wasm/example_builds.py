@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "wasm"
 
 #: Toolchain -> the example gene folder (and gene name) built with it.
-EXAMPLE_OF = {"rust": "formatter-rust", "c": "formatter-c"}
+EXAMPLE_OF = {"rust": "formatter-rust", "c": "formatter-c", "assemblyscript": "formatter-as"}
 
 #: What build.sh exits with when its toolchain is missing.
 MISSING_TOOLCHAIN = 3

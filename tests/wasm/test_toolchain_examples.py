@@ -163,7 +163,7 @@ def test_a_build_without_its_toolchain_says_what_to_install(tmp_path: Path, tool
     done = run_build(EXAMPLES / EXAMPLE_OF[toolchain], tmp_path / "gene.wasm", env)
     assert done.returncode == MISSING_TOOLCHAIN, done.stderr
     assert {"rust": "libstd-rust-dev-wasm32", "c": "install clang and lld",
-            }[toolchain] in done.stderr
+            "assemblyscript": "npm install --save-dev assemblyscript"}[toolchain] in done.stderr
     assert not (tmp_path / "gene.wasm").exists()
 
 
