@@ -5,7 +5,8 @@
  * Include it in the one .c file of your gene.  It gives:
  *
  *   rotifer_read_memory / _write_memory / _query_memory / _delete_memory:
- *       a key, bytes and a category in; an entry (or NULL) out; a refusal as
+ *       a key (a NUL-terminated string: the store refuses keys containing
+ *       NUL anyway), bytes and a category in; an entry (or NULL) out; a refusal as
  *       a negative result plus a rotifer_error holding the seed's code
  *       ("MEMORY_ACCESS_DENIED", ...).  JSON requests, base64 values and the
  *       "out is too small, retry with a bigger buffer" dance stay in here.
