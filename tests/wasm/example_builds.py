@@ -7,7 +7,8 @@ of the folder in a temporary directory (nothing built is ever written into the
 repository), so what a gene author runs is what is tested.
 
 A missing toolchain skips the tests that need it -- except under ``CI``, where
-it fails them, because ``.ci/run`` installs every toolchain.
+it fails them, because ``.ci/run`` installs every toolchain (the rule of
+``tests/wasm/toolchains.py``, which builds the other toolchain test genes).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.wasm.toolchains import in_ci
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "wasm"
@@ -42,7 +45,7 @@ def build_env() -> dict[str, str]:
 
 
 def missing(reason: str) -> None:
-    if os.environ.get("CI"):
+    if in_ci():
         pytest.fail(reason + " (CI must build the toolchain examples; .ci/run installs them)")
     pytest.skip(reason)
 
