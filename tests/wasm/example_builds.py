@@ -13,11 +13,14 @@ it fails them, because ``.ci/run`` installs every toolchain (the rule of
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -65,26 +68,60 @@ def run_build(folder: Path, out: Path, env: dict[str, str] | None = None
                           capture_output=True, text=True, timeout=600, check=False)
 
 
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder for builds, shared by the pytest-xdist workers of one run."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    return base / "wasm-builds"
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (made if missing): one worker builds
+    while the others wait for its result instead of building it again."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_once(cache: Path, name: str, build: Callable[[Path], Path]) -> Path:
+    """``build(out_dir)`` -> a file, run once per ``name`` under ``cache``."""
+    done = cache / name
+    with locked(cache / f"{name}.lock"):
+        if not done.is_dir():
+            work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=cache))
+            build(work)
+            work.rename(done)
+    [built] = [p for p in done.iterdir() if p.suffix == ".wasm"]
+    return built
+
+
 def build_example(toolchain: str, cache: Path) -> Path:
-    """A copy of the example built with ``toolchain``: a gene folder holding
-    ``gene.wasm``.  Built once per source content under ``cache``; parallel
-    workers may both build, and the first to finish wins the rename."""
+    """A copy of the example built with ``toolchain`` by its own build.sh: a
+    gene folder holding ``gene.wasm``, built once per source content."""
     name = EXAMPLE_OF[toolchain]
     source = EXAMPLES / name
+
+    def build(work: Path) -> Path:
+        folder = work / name
+        shutil.copytree(source, folder, ignore=shutil.ignore_patterns("gene.wasm"))
+        result = run_build(folder, folder / "gene.wasm")
+        if result.returncode == MISSING_TOOLCHAIN:
+            missing(f"cannot build {name}: {result.stderr.strip()}")
+        assert result.returncode == 0, (name, result.stdout, result.stderr)
+        return folder / "gene.wasm"
+
     done = cache / f"{name}-{_digest(source)}"
-    if (done / "gene.wasm").is_file():
-        return done
-    cache.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=cache)) / name
-    shutil.copytree(source, work, ignore=shutil.ignore_patterns("gene.wasm"))
-    result = run_build(work, work / "gene.wasm")
-    if result.returncode == MISSING_TOOLCHAIN:
-        missing(f"cannot build {name}: {result.stderr.strip()}")
-    assert result.returncode == 0, (name, result.stdout, result.stderr)
-    try:
-        work.rename(done)
-    except OSError:  # another worker got there first: use theirs
-        assert (done / "gene.wasm").is_file()
+    with locked(cache / f"{done.name}.lock"):
+        if not (done / "gene.wasm").is_file():
+            work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=cache))
+            build(work)
+            (work / name).rename(done)
     return done
 
 

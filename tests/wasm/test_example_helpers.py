@@ -20,6 +20,7 @@ import pytest
 from rotifer.genes.wasm import run_wasm_gene
 from rotifer.memory import GeneMemoryAccess, MemoryError, MemoryStore
 from tests.wasm.conftest import gene_id
+from tests.wasm.example_builds import build_once, shared_cache
 from tests.wasm.toolchains import build_as, build_c, build_rust
 
 PROBES = Path(__file__).parent / "helper_probes"
@@ -46,15 +47,10 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
 
 @pytest.fixture(scope="session")
 def probes(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """``probes(toolchain)``: the probe gene, built once per session."""
-    built: dict[str, Path] = {}
-    out = tmp_path_factory.mktemp("helper-probes")
-
-    def get(toolchain: str) -> Path:
-        if toolchain not in built:
-            built[toolchain] = BUILDERS[toolchain](out)
-        return built[toolchain]
-    return get
+    """``probes(toolchain)``: the probe gene, built once per run (the xdist
+    workers share the builds)."""
+    cache = shared_cache(tmp_path_factory)
+    return lambda toolchain: build_once(cache, f"probe-{toolchain}", BUILDERS[toolchain])
 
 
 @pytest.fixture(params=list(BUILDERS))

@@ -8,7 +8,6 @@ seed's codes."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from tests.wasm.example_builds import (
     build_example,
     install,
     run_build,
+    shared_cache,
 )
 
 TOOLCHAINS = list(EXAMPLE_OF)
@@ -36,12 +36,10 @@ CODE = "{\nx\n}"
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """``built(toolchain)`` -> the example built once per session (shared by
-    the xdist workers of one run)."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    return lambda toolchain: build_example(toolchain, base / "toolchain-examples")
+    """``built(toolchain)`` -> the example built once per run (the xdist
+    workers share the builds)."""
+    cache = shared_cache(tmp_path_factory)
+    return lambda toolchain: build_example(toolchain, cache)
 
 
 @pytest.fixture
