@@ -1,5 +1,7 @@
 """Fixtures for the WASM tests: a real SQLite store in a temp dir, the WAT
-genes in ``genes/``, and a harness that calls the host functions directly."""
+genes in ``genes/``, a harness that calls the host functions directly, and
+``built``: genes from ``sources/`` built with the real toolchains
+(``toolchains.py``) on first use."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from wasmtime import FuncType, ValType
 
 from rotifer.memory import ErrorCode
 
-from .imports import ENV_MODULE, WASI_FUNCTIONS, WASI_MODULE, env_type, fix_for
+from .imports import ENV_MODULE, WASI_MODULE, env_type, fix_for, wasi_type
 
 IMPORT_MODULE: Final = "rotifer"
 MEMORY_FUNCTIONS: Final = ("readMemory", "writeMemory", "queryMemory", "deleteMemory")
@@ -80,8 +80,7 @@ def _signature(ty: FuncType) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _expected_import(module: str, name: str) -> FuncType | None:
-    """The type the host gives ``module.name``; None if it does not provide it.
-    WASI functions are typed by wasmtime when the module is linked."""
+    """The type the host gives ``module.name``; None if it does not provide it."""
     if module == IMPORT_MODULE:
         if name in MEMORY_FUNCTIONS:
             return memory_call_type()
@@ -90,6 +89,8 @@ def _expected_import(module: str, name: str) -> FuncType | None:
         return None
     if module == ENV_MODULE:
         return env_type(name)
+    if module == WASI_MODULE:
+        return wasi_type(name)
     return None
 
 
@@ -124,11 +125,6 @@ def check_module(module: wasmtime.Module) -> GeneShape:
     for imp in module.imports:
         where = f"{imp.module}.{imp.name}"
         ty = imp.type
-        if imp.module == WASI_MODULE and (imp.name or "") in WASI_FUNCTIONS:
-            if not isinstance(ty, FuncType):
-                raise AbiViolation(f"the module imports {where} as something other than "
-                                   "a function")
-            continue
         expected = _expected_import(imp.module, imp.name or "")
         if expected is None:
             raise AbiViolation(fix_for(imp.module, imp.name or "", provided=provided))

@@ -5,9 +5,8 @@ Real toolchains import more than the four memory calls and ``log``:
 * AssemblyScript imports ``env.abort`` in every module (and ``env.trace``,
   ``env.seed`` when a gene uses ``trace()`` or ``Math.random``);
 * Rust ``wasm32-wasi`` and C with wasi-libc import ``wasi_snapshot_preview1``
-  (WASI preview 1), which the host links with wasmtime's own implementation,
-  configured so that a gene sees no files, no environment and no network
-  (see ``wasi.py``).
+  (WASI preview 1), which the host implements itself with stdin, stdout and
+  stderr and nothing else (see ``wasi.py``).
 
 A module that imports anything else is refused before it is instantiated,
 and the message names the import and, where the usual cause is known, the
@@ -24,20 +23,43 @@ from wasmtime import FuncType, ValType
 ENV_MODULE: Final = "env"
 WASI_MODULE: Final = "wasi_snapshot_preview1"
 
-#: Every function of WASI preview 1 (``wasi_snapshot_preview1``); wasmtime
-#: provides them all, ``wasi.py`` decides what each can reach.
-WASI_FUNCTIONS: Final = frozenset({
-    "args_get", "args_sizes_get", "environ_get", "environ_sizes_get", "clock_res_get",
-    "clock_time_get", "fd_advise", "fd_allocate", "fd_close", "fd_datasync",
-    "fd_fdstat_get", "fd_fdstat_set_flags", "fd_fdstat_set_rights", "fd_filestat_get",
-    "fd_filestat_set_size", "fd_filestat_set_times", "fd_pread", "fd_prestat_get",
-    "fd_prestat_dir_name", "fd_pwrite", "fd_read", "fd_readdir", "fd_renumber", "fd_seek",
-    "fd_sync", "fd_tell", "fd_write", "path_create_directory", "path_filestat_get",
-    "path_filestat_set_times", "path_link", "path_open", "path_readlink",
-    "path_remove_directory", "path_rename", "path_symlink", "path_unlink_file",
-    "poll_oneoff", "proc_exit", "proc_raise", "sched_yield", "random_get", "sock_accept",
-    "sock_recv", "sock_send", "sock_shutdown",
-})
+#: Every function of WASI preview 1 (``wasi_snapshot_preview1``) with its
+#: core wasm type: parameters and results, ``i`` for i32 and ``I`` for i64.
+#: ``wasi.py`` implements them; a test links a module importing all of them
+#: against wasmtime's own WASI, so the types are the standard's.
+WASI_SIGNATURES: Final[dict[str, tuple[str, str]]] = {
+    "args_get": ("ii", "i"), "args_sizes_get": ("ii", "i"),
+    "environ_get": ("ii", "i"), "environ_sizes_get": ("ii", "i"),
+    "clock_res_get": ("ii", "i"), "clock_time_get": ("iIi", "i"),
+    "fd_advise": ("iIIi", "i"), "fd_allocate": ("iII", "i"), "fd_close": ("i", "i"),
+    "fd_datasync": ("i", "i"), "fd_fdstat_get": ("ii", "i"),
+    "fd_fdstat_set_flags": ("ii", "i"), "fd_fdstat_set_rights": ("iII", "i"),
+    "fd_filestat_get": ("ii", "i"), "fd_filestat_set_size": ("iI", "i"),
+    "fd_filestat_set_times": ("iIIi", "i"), "fd_pread": ("iiiIi", "i"),
+    "fd_prestat_get": ("ii", "i"), "fd_prestat_dir_name": ("iii", "i"),
+    "fd_pwrite": ("iiiIi", "i"), "fd_read": ("iiii", "i"), "fd_readdir": ("iiiIi", "i"),
+    "fd_renumber": ("ii", "i"), "fd_seek": ("iIii", "i"), "fd_sync": ("i", "i"),
+    "fd_tell": ("ii", "i"), "fd_write": ("iiii", "i"),
+    "path_create_directory": ("iii", "i"), "path_filestat_get": ("iiiii", "i"),
+    "path_filestat_set_times": ("iiiiIIi", "i"), "path_link": ("iiiiiii", "i"),
+    "path_open": ("iiiiiIIii", "i"), "path_readlink": ("iiiiii", "i"),
+    "path_remove_directory": ("iii", "i"), "path_rename": ("iiiiii", "i"),
+    "path_symlink": ("iiiii", "i"), "path_unlink_file": ("iii", "i"),
+    "poll_oneoff": ("iiii", "i"), "proc_exit": ("i", ""), "proc_raise": ("i", "i"),
+    "sched_yield": ("", "i"), "random_get": ("ii", "i"), "sock_accept": ("iii", "i"),
+    "sock_recv": ("iiiiii", "i"), "sock_send": ("iiiii", "i"), "sock_shutdown": ("ii", "i"),
+}
+WASI_FUNCTIONS: Final = frozenset(WASI_SIGNATURES)
+
+
+def wasi_type(name: str) -> FuncType | None:
+    """The type of a WASI preview 1 function, or None if there is none of that name."""
+    signature = WASI_SIGNATURES.get(name)
+    if signature is None:
+        return None
+    kinds = {"i": ValType.i32(), "I": ValType.i64()}
+    return FuncType([kinds[c] for c in signature[0]], [kinds[c] for c in signature[1]])
+
 
 #: libc functions clang calls for memory.fill/memory.copy patterns when the
 #: module is built without a libc and without bulk memory.

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,6 @@ import wasmtime
 from rotifer.genes.errors import CompileFailed, GeneFailed, GeneRejected
 from rotifer.memory import GeneMemoryAccess
 
-from . import wasi
 from .abi import (
     EXPORT_ALLOC,
     EXPORT_EXPRESS,
@@ -39,7 +40,8 @@ from .guest import GuestMemory, as_u32
 from .host import HostFunctions, LogSink
 from .imports import COMPONENT_FIX, COMPONENT_HEADER, ENV_MODULE, WASI_MODULE
 from .limits import DEFAULT_FUEL, Limits
-from .wasi import OutputStream
+from .streams import OutputStream
+from .wasi import STDERR_TAIL, Wasi
 
 
 def _trap_text(exc: Exception) -> str:
@@ -60,10 +62,30 @@ def encode_input(input: Any, name: str) -> bytes:
         raise GeneFailed(f"the input for {name} is not JSON: {exc}") from None
 
 
+#: Per compiled module: its shape and the modules it imports.  Reading a
+#: module's imports and exports builds Python objects for each (about 0.3 ms
+#: for a small gene), so it is done once per module, not once per run.
+_module_info: weakref.WeakKeyDictionary[wasmtime.Module, tuple[GeneShape, frozenset[str]]] = (
+    weakref.WeakKeyDictionary())
+_module_info_lock = threading.Lock()
+
+
+def _info(module: wasmtime.Module) -> tuple[GeneShape, frozenset[str]]:
+    with _module_info_lock:
+        found = _module_info.get(module)
+    if found is None:
+        names = {exp.name for exp in module.exports}
+        shape: GeneShape = ("command" if EXPORT_EXPRESS not in names and EXPORT_START in names
+                            else "express")
+        found = shape, frozenset(imp.module for imp in module.imports)
+        with _module_info_lock:
+            _module_info[module] = found
+    return found
+
+
 def shape_of(module: wasmtime.Module) -> GeneShape:
     """``command`` for a module that exports ``_start`` and no ``express``."""
-    names = {exp.name for exp in module.exports}
-    return "command" if EXPORT_EXPRESS not in names and EXPORT_START in names else "express"
+    return _info(module)[0]
 
 
 class GeneInstance:
@@ -83,7 +105,7 @@ class GeneInstance:
                  stdin: bytes = b"") -> None:
         self.limits = limits
         self.name = name
-        self.shape = shape_of(module)
+        self.shape, imported = _info(module)
         engine = get_engine()
         self.store = wasmtime.Store(engine)
         self.store.set_fuel(limits.fuel)
@@ -102,16 +124,17 @@ class GeneInstance:
             self.stdout = OutputStream(keep=command, cap=limits.max_output_bytes,
                                        emit=None if command else self.host.emit)
             self.stderr = OutputStream(keep=False, cap=0, emit=self.host.emit,
-                                       tail=wasi.STDERR_TAIL)
+                                       tail=STDERR_TAIL)
             linker = wasmtime.Linker(engine)
             self.host.define(linker)
-            imported = {imp.module for imp in module.imports}
             if ENV_MODULE in imported:
                 self.env.define(linker)
+            self.wasi: Wasi | None = None
             if WASI_MODULE in imported:
-                wasi.configure(self.store, name=name, stdin=stdin, stdout=self.stdout,
-                               stderr=self.stderr)
-                wasi.define(linker)
+                self.wasi = Wasi(name=name, stdin=stdin, stdout=self.stdout, stderr=self.stderr)
+                self.store.set_limits(memory_size=limits.max_memory_bytes,
+                                      instances=Wasi.instances_needed, tables=4, memories=1)
+                self.wasi.define(linker, self.store)
             self.instance = self._guard(lambda: linker.instantiate(self.store, module),
                                         "could not be instantiated")
             exports = self.instance.exports(self.store)
@@ -145,6 +168,11 @@ class GeneInstance:
             self._ticker.release()
             self.stdout.flush()
             self.stderr.flush()
+            # wasmtime keeps the stream callbacks (in a process-wide table) until
+            # the store is dropped, and the streams' emit reaches the store: cut
+            # that cycle, or no store with WASI would ever be freed.
+            self.stdout.detach()
+            self.stderr.detach()
 
     def _stderr_note(self) -> str:
         tail = self.stderr.tail_text()
@@ -156,15 +184,15 @@ class GeneInstance:
         exit with code 0 is a normal return when ``exit_ok``."""
         try:
             result = call()
-        except wasmtime.ExitTrap as exc:
-            self._check_abort()
-            if exc.code == 0 and exit_ok:
-                return None
-            raise GeneFailed(f"{self.name} exited with code {exc.code}"
-                             + ("" if exit_ok else f" in {what.removeprefix('failed in ')}")
-                             + self._stderr_note()) from None
         except wasmtime.Trap as exc:
             self._check_abort()
+            code = self.wasi.exit_code(self.store) if self.wasi is not None else None
+            if code is not None:
+                if code == 0 and exit_ok:
+                    return None
+                raise GeneFailed(f"{self.name} exited with code {code}"
+                                 + ("" if exit_ok else " (an express gene must return, not exit)")
+                                 + self._stderr_note()) from None
             if exc.trap_code is wasmtime.TrapCode.OUT_OF_FUEL:
                 raise GeneFailed(f"{self.name} ran out of fuel ({self.limits.fuel} units)"
                                  + self._stderr_note()) from None
