@@ -6,7 +6,6 @@ docstring (:mod:`rotifer.memory.postgres`).
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from contextlib import contextmanager
 import psycopg
 
 from ..errors import storage
+from . import schema
 from .connection import (
     BEGIN_ATTEMPTS,
     LOCK_TIMEOUT_MS,
@@ -24,7 +24,6 @@ from .connection import (
     first_line,
     retryable,
 )
-from .schema import SCHEMA, SCHEMA_VERSION
 from .transaction import LOCK_AGENT_SQL, PostgresTransaction, storable
 
 
@@ -54,34 +53,18 @@ class PostgresBackend:
     # -- set-up ---------------------------------------------------------------
 
     def _setup(self) -> None:
+        """Check the schema with one SELECT; upgrade it only when a step is missing."""
         conn = self.connections.take()
         try:
-            encoding = conn.execute("SHOW server_encoding").fetchone()
-            if encoding is None or str(encoding[0]).upper() not in ("UTF8", "UTF-8"):
-                raise storage(
-                    f"the memory database at {self.location} must use UTF8 encoding "
-                    f"(it uses {encoding[0] if encoding else 'unknown'}), so keys order by "
-                    "code point")
-            current = conn.execute("SELECT current_schema()").fetchone()
-            if current is None or current[0] is None:
-                raise storage(f"the memory database at {self.location} has no schema to use "
-                              "(check search_path)")
-            self.schema = str(current[0])
-            conn.execute("BEGIN")
-            # One creator at a time: concurrent CREATE TABLE IF NOT EXISTS can collide.
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key("\x00schema"),))
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT INTO memory_meta VALUES ('schema_version', %s) "
-                         "ON CONFLICT (name) DO NOTHING", (str(SCHEMA_VERSION),))
-            version = conn.execute(
-                "SELECT value FROM memory_meta WHERE name = 'schema_version'").fetchone()
-            if version is None or version[0] != str(SCHEMA_VERSION):
-                raise storage(
-                    f"the memory database at {self.location} has schema version "
-                    f"{version[0] if version else '?'}; this rotifer knows {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
+            found = schema.check(conn, self.location)
+            if found is not None and found[1] == schema.SCHEMA_VERSION:
+                self.schema = found[0]
+            else:
+                name = found[0] if found else schema.environment(conn, self.location)
+                conn.execute("BEGIN")
+                schema.upgrade(conn, name, self.location)
+                conn.execute("COMMIT")
+                self.schema = name
         except psycopg.Error as exc:
             self.connections.rollback(conn)
             self.connections.give_back(conn)
@@ -97,10 +80,7 @@ class PostgresBackend:
 
     def _lock_key(self, agent_id: str) -> int:
         """A signed 64-bit advisory lock key for (schema, agent id)."""
-        digest = hashlib.sha256(
-            b"rotifer-memory\x00" + self.schema.encode() + b"\x00"
-            + agent_id.encode("utf-8", "surrogatepass")).digest()
-        return int.from_bytes(digest[:8], "big", signed=True)
+        return schema.advisory_key(self.schema, agent_id)
 
     def _lock_agent(self, conn: Connection, agent_id: str) -> None:
         if not storable(agent_id):
