@@ -64,7 +64,7 @@ and :mod:`.backend` puts them together behind the backend interface.
 from __future__ import annotations
 
 from .backend import PostgresBackend
-from .connection import describe_url
+from .settings import describe_url
 from .transaction import PostgresTransaction
 
 __all__ = ["PostgresBackend", "PostgresTransaction", "describe_url"]

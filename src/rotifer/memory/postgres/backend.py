@@ -13,32 +13,39 @@ from contextlib import contextmanager
 
 import psycopg
 
-from ..errors import storage
+from ..errors import MemoryError, storage
 from . import schema
-from .connection import (
-    BEGIN_ATTEMPTS,
-    LOCK_TIMEOUT_MS,
-    MAX_IDLE,
-    Connection,
-    Connections,
-    first_line,
-    retryable,
-)
+from .connection import BEGIN_ATTEMPTS, MAX_IDLE, Connection, Connections, retryable
+from .settings import LOCK_TIMEOUT_MS, first_line
 from .transaction import LOCK_AGENT_SQL, PostgresTransaction, storable
 
 
 class PostgresBackend:
-    """PostgreSQL behind the backend interface; safe across threads and processes."""
+    """PostgreSQL behind the backend interface; safe across threads and processes.
+
+    Backends of one process on one URL share one capped pool of connections
+    (:meth:`Connections.acquire`); each call carries one deadline,
+    ``rotifer_timeout`` from now, for everything it does.
+    """
 
     name = "postgresql"
 
     def __init__(self, url: str, *, max_idle: int = MAX_IDLE,
                  lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> None:
         self.url = url
-        self.connections = Connections(url, max_idle=max_idle, lock_timeout_ms=lock_timeout_ms)
+        self.connections = Connections.acquire(url, max_idle=max_idle,
+                                               lock_timeout_ms=lock_timeout_ms)
+        self.settings = self.connections.settings
         #: Where the memory lives, for messages and the audit log (no password).
         self.location = self.connections.location
         self.schema = ""
+        self._closed = False
+        # In transaction pooling every setting is SET LOCAL, sent with the BEGIN.
+        self._local = "" if self.settings.session_state \
+            else "; " + self.settings.settings_sql("LOCAL ")
+        # A point read outside a transaction cannot carry SET LOCAL search_path.
+        self._peek_in_transaction = not self.settings.session_state \
+            and self.settings.schema is not None
         self._setup()
 
     @property
@@ -50,27 +57,47 @@ class PostgresBackend:
     def ping_after_s(self, seconds: float) -> None:
         self.connections.ping_after_s = seconds
 
+    def _deadline(self) -> float:
+        if self._closed:
+            raise storage("the memory store is closed")
+        return time.monotonic() + self.settings.timeout_s
+
+    def _failed(self, conn: Connection, exc: BaseException, what: str) -> MemoryError:
+        """Return ``conn`` after a failure and make the error the caller sees."""
+        self.connections.rollback(conn)
+        if self.connections.give_back(conn):
+            return self.connections.timed_out()
+        return storage(f"{what}: {first_line(exc)}")
+
     # -- set-up ---------------------------------------------------------------
 
     def _setup(self) -> None:
         """Check the schema with one SELECT; upgrade it only when a step is missing."""
-        conn = self.connections.take()
         try:
+            conn = self.connections.take(self._deadline())
+        except BaseException:
+            self.close()
+            raise
+        try:
+            if self._local:
+                conn.execute("BEGIN" + self._local)
             found = schema.check(conn, self.location)
             if found is not None and found[1] == schema.SCHEMA_VERSION:
                 self.schema = found[0]
+                if self._local:
+                    conn.execute("COMMIT")
             else:
+                if self._local:
+                    conn.execute("ROLLBACK")
+                conn.execute("BEGIN" + self._local)
                 name = found[0] if found else schema.environment(conn, self.location)
-                conn.execute("BEGIN")
                 schema.upgrade(conn, name, self.location)
                 conn.execute("COMMIT")
                 self.schema = name
         except psycopg.Error as exc:
-            self.connections.rollback(conn)
-            self.connections.give_back(conn)
             self.close()
-            raise storage(f"the memory database at {self.location} is not usable: "
-                          f"{first_line(exc)}") from exc
+            raise self._failed(conn, exc, f"the memory database at {self.location} "
+                                          "is not usable") from exc
         except BaseException:
             self.connections.rollback(conn)
             self.connections.give_back(conn)
@@ -93,20 +120,21 @@ class PostgresBackend:
 
     def _begin(self, statement: str, agent_id: str | None) -> Connection:
         """Begin a transaction (and lock the agent), retrying what is safe to retry."""
+        deadline = self._deadline()
         for attempt in range(BEGIN_ATTEMPTS):
-            conn = self.connections.take()
+            conn = self.connections.take(deadline)
             try:
-                conn.execute(statement)
+                conn.execute(statement + self._local)
                 if agent_id is not None:
                     self._lock_agent(conn, agent_id)
                 return conn
             except psycopg.Error as exc:
                 again = retryable(exc, conn) and attempt + 1 < BEGIN_ATTEMPTS
-                self.connections.rollback(conn)
-                self.connections.give_back(conn)
-                if not again:
-                    raise storage(f"memory store failed: {first_line(exc)}") from exc
-                time.sleep(random.uniform(0.001, 0.01) * (2 ** attempt))
+                error = self._failed(conn, exc, "memory store failed")
+                pause = random.uniform(0.001, 0.01) * (2 ** attempt)
+                if not again or time.monotonic() + pause >= deadline:
+                    raise error from exc
+                time.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
@@ -116,18 +144,18 @@ class PostgresBackend:
         try:
             yield PostgresTransaction(conn)
         except BaseException as exc:
-            self.connections.rollback(conn)
-            self.connections.give_back(conn)
             if isinstance(exc, psycopg.Error | UnicodeEncodeError):
-                raise storage(f"memory store failed: {first_line(exc)}") from exc
+                raise self._failed(conn, exc, "memory store failed") from exc
+            self.connections.rollback(conn)
+            if self.connections.give_back(conn) and isinstance(exc, MemoryError):
+                raise self.connections.timed_out() from exc
             raise
         try:
             conn.execute("COMMIT")
         except psycopg.Error as exc:
-            self.connections.rollback(conn)
-            self.connections.give_back(conn)
-            raise storage(f"memory store failed to commit: {first_line(exc)}") from exc
-        self.connections.give_back(conn)
+            raise self._failed(conn, exc, "memory store failed to commit") from exc
+        if self.connections.give_back(conn):  # pragma: no cover - cut off after COMMIT returned
+            raise self.connections.timed_out()
 
     # -- the Backend interface ------------------------------------------------
 
@@ -143,17 +171,26 @@ class PostgresBackend:
 
     @contextmanager
     def peek(self) -> Iterator[PostgresTransaction]:
-        """Autocommit statements, each atomic on its own: the cheapest point read."""
-        conn = self.connections.take(ping=True)
+        """Autocommit statements, each atomic on its own: the cheapest point read.
+
+        (Through a transaction-mode pooler with ``rotifer_schema``, a read-only
+        transaction instead: the search path can only be set inside one.)"""
+        if self._peek_in_transaction:
+            with self.read() as tx:
+                yield tx
+            return
+        conn = self.connections.take(self._deadline(), ping=True)
         try:
             yield PostgresTransaction(conn)
         except (psycopg.Error, UnicodeEncodeError) as exc:
-            self.connections.give_back(conn)
-            raise storage(f"memory store failed: {first_line(exc)}") from exc
+            raise self._failed(conn, exc, "memory store failed") from exc
         except BaseException:
             self.connections.give_back(conn)
             raise
-        self.connections.give_back(conn)
+        if self.connections.give_back(conn):  # pragma: no cover - cut off after the read
+            raise self.connections.timed_out()
 
     def close(self) -> None:
-        self.connections.close()
+        if not self._closed:
+            self._closed = True
+            self.connections.release()
