@@ -22,7 +22,7 @@ Fixtures for any test file under tests/memory/
     factory opened are closed at the end of the test.
     ``store_factory.url(name="main") -> str`` is that database's memory URL
     (``sqlite:PATH`` or ``postgresql://...``), e.g. for a subprocess or
-    ``ROTIFER_MEMORY_URL``; ``store_factory.backend`` is ``"sqlite"`` or
+    ``ROTIFER_MEMORY_URL``; ``store_factory.backend`` is ``"sqlite"``, ``"pgbouncer"`` or
     ``"postgres"``.
 
 ``pg_url`` -> ``str`` (session)
@@ -31,6 +31,21 @@ Fixtures for any test file under tests/memory/
 
 ``pg_fresh_url`` -> ``str``
     A URL whose ``search_path`` is a new, empty schema, dropped after the test.
+
+``pgbouncer`` -> :class:`PgBouncer` (session)
+    A real pgbouncer in front of the session's server, on 127.0.0.1:
+    ``pgbouncer.url("transaction")`` / ``pgbouncer.url("session")`` reach the
+    test database through a transaction-mode / session-mode pool, already
+    carrying ``rotifer_pooler=...``.  Missing pgbouncer: skipped locally,
+    failed under ``CI`` (``.ci/run`` installs it).
+
+``pgb_schemas`` -> :class:`SchemaMaker` (session)
+    Like ``pg_schemas``, but its URLs go through the transaction-mode
+    pgbouncer and name the schema with ``rotifer_schema`` (pgbouncer refuses
+    ``options``).  ``backend`` ``"pgbouncer"`` (see ``ALL_BACKENDS``) makes
+    ``store_factory`` use it; a test module opts in by overriding ``backend``
+    with ``ALL_BACKENDS``, so only the rule, state-machine and concurrency
+    tests pay for a third run.
 
 The server
 ----------
@@ -58,6 +73,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +87,8 @@ from rotifer.memory import Clock, MemoryStore
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+#: BACKENDS plus PostgreSQL through a transaction-mode pgbouncer.
+ALL_BACKENDS = [*BACKENDS, pytest.param("pgbouncer", id="pgbouncer", marks=pytest.mark.postgres)]
 
 
 def _version_key(path: str) -> tuple[int, ...]:
@@ -170,16 +188,29 @@ def with_search_path(url: str, schema: str) -> str:
     return f"{url}{joiner}options={quote(f'-c search_path={schema}', safe='')}"
 
 
-class SchemaMaker:
-    """Makes (and later drops) empty schemas in one database."""
+def with_rotifer_schema(url: str, schema: str) -> str:
+    """``url`` with rotifer's own schema parameter (set per transaction; works
+    through pgbouncer, which refuses ``options``)."""
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}rotifer_schema={schema}"
 
-    def __init__(self, url: str) -> None:
+
+class SchemaMaker:
+    """Makes (and later drops) empty schemas in one database.
+
+    ``via``: the URL stores use to reach the database (e.g. through pgbouncer);
+    the schema is then named with ``rotifer_schema``."""
+
+    def __init__(self, url: str, via: str | None = None) -> None:
         self.url = url
+        self.via = via
         self.conn = psycopg.connect(url, autocommit=True)
 
     def new(self) -> tuple[str, str]:
         schema = "t_" + uuid.uuid4().hex[:16]
         self.conn.execute(f'CREATE SCHEMA "{schema}"')  # type: ignore[arg-type]
+        if self.via is not None:
+            return schema, with_rotifer_schema(self.via, schema)
         return schema, with_search_path(self.url, schema)
 
     def drop(self, schema: str) -> None:
@@ -225,6 +256,119 @@ def pg_fresh_url(pg_schemas: SchemaMaker) -> Iterator[str]:
     schema, url = pg_schemas.new()
     yield url
     pg_schemas.drop(schema)
+
+
+def find_pgbouncer() -> str | None:
+    return shutil.which("pgbouncer") or next(
+        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.path.exists(p)), None)
+
+
+class PgBouncer:
+    """A pgbouncer on 127.0.0.1 in front of a PostgreSQL server, in a temporary folder.
+
+    Two pools on one listener: database ``rotifer_tx`` (pool_mode=transaction)
+    and ``rotifer_session`` (pool_mode=session), both the server's ``rotifer``.
+    Trust authentication (loopback only); the user list names ``rotifer``.
+    """
+
+    def __init__(self, binary: str, server_port: int, run_as: dict[str, Any]) -> None:
+        self.binary = binary
+        self.server_port = server_port
+        self.run_as = run_as
+        self.root = Path(tempfile.mkdtemp(prefix="rotifer-pgb-"))
+        if run_as:
+            os.chown(self.root, run_as["user"], run_as["group"])
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _config(self) -> str:
+        server = f"host=127.0.0.1 port={self.server_port} dbname=rotifer"
+        return (
+            "[databases]\n"
+            f"rotifer_tx = {server} pool_mode=transaction\n"
+            f"rotifer_session = {server} pool_mode=session\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self.root / 'users.txt'}\n"
+            f"logfile = {self.root / 'pgbouncer.log'}\npidfile = {self.root / 'pgbouncer.pid'}\n"
+            "max_client_conn = 2000\ndefault_pool_size = 40\nserver_reset_query = DISCARD ALL\n"
+            "admin_users = rotifer\n")
+
+    def start(self) -> None:
+        (self.root / "users.txt").write_text('"rotifer" ""\n')
+        last = ""
+        for _ in range(5):  # a free port can be taken between probing and binding
+            self.port = _free_port()
+            ini = self.root / "pgbouncer.ini"
+            ini.write_text(self._config())
+            self.proc = subprocess.Popen([self.binary, str(ini)], cwd=self.root,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         **self.run_as)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    with psycopg.connect(self.url_for("rotifer_session"), connect_timeout=2):
+                        return
+                except psycopg.Error as exc:
+                    last = str(exc)
+                    time.sleep(0.1)
+            self.stop(keep=True)
+            with contextlib.suppress(OSError):
+                last += (self.root / "pgbouncer.log").read_text()[-2000:]
+        raise RuntimeError(f"pgbouncer did not start: {last}")
+
+    def url_for(self, dbname: str) -> str:
+        return f"postgresql://rotifer@127.0.0.1:{self.port}/{dbname}"
+
+    def url(self, mode: str = "transaction") -> str:
+        """The test database through the ``mode`` pool, with rotifer told so."""
+        dbname = "rotifer_tx" if mode == "transaction" else "rotifer_session"
+        return f"{self.url_for(dbname)}?rotifer_pooler={mode}"
+
+    def stop(self, keep: bool = False) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+        if not keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg_url: str) -> Iterator[PgBouncer]:
+    binary = find_pgbouncer()
+    if binary is None:
+        reason = "no pgbouncer binary on PATH or in /usr/sbin; install pgbouncer"
+        if os.environ.get("CI"):
+            pytest.fail(reason + " (CI must run the pgbouncer tests)")
+        pytest.skip(reason)
+    if os.environ.get("ROTIFER_TEST_PG_URL"):
+        pytest.skip("pgbouncer tests need the throwaway server (ROTIFER_TEST_PG_URL is set)")
+    port = int(pg_url.rsplit(":", 1)[1].split("/", 1)[0])
+    run_as: dict[str, Any] = {}
+    if os.geteuid() == 0:  # pgbouncer refuses to run as root
+        nobody = pwd.getpwnam("nobody")
+        run_as = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+    bouncer = PgBouncer(binary, port, run_as)
+    atexit.register(bouncer.stop)
+    try:
+        bouncer.start()
+    except BaseException:
+        bouncer.stop()
+        raise
+    yield bouncer
+    bouncer.stop()
+
+
+@pytest.fixture(scope="session")
+def pgb_schemas(pg_url: str, pgbouncer: PgBouncer) -> Iterator[SchemaMaker]:
+    maker = SchemaMaker(pg_url, via=pgbouncer.url("transaction"))
+    yield maker
+    maker.close()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -278,6 +422,8 @@ def store_factory(backend: str, tmp_path: Path,
     schemas: SchemaMaker | None = None
     if backend == "postgres":
         schemas = request.getfixturevalue("pg_schemas")
+    elif backend == "pgbouncer":
+        schemas = request.getfixturevalue("pgb_schemas")
     factory = StoreFactory(backend, tmp_path, schemas)
     yield factory
     factory.finish()
