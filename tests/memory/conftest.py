@@ -32,6 +32,10 @@ Fixtures for any test file under tests/memory/
 ``pg_fresh_url`` -> ``str``
     A URL whose ``search_path`` is a new, empty schema, dropped after the test.
 
+``own_pg_server`` -> :class:`PgServer`
+    A server of the test's own (``.url()``), to freeze (``signal(SIGSTOP)``),
+    kill (``signal(SIGKILL)``) and ``restart()`` without disturbing other tests.
+
 ``pgbouncer`` -> :class:`PgBouncer` (session)
     A real pgbouncer in front of the session's server, on 127.0.0.1:
     ``pgbouncer.url("transaction")`` / ``pgbouncer.url("session")`` reach the
@@ -70,6 +74,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -174,6 +179,47 @@ class PgServer:
     def url(self, dbname: str = "rotifer") -> str:
         return f"postgresql://rotifer@127.0.0.1:{self.port}/{dbname}"
 
+    # -- faults (for a server of the test's own; never the shared session server) --
+
+    def pids(self) -> list[int]:
+        """The postmaster and every process it started."""
+        try:
+            master = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return []
+        found = [master]
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == master:
+                    found.append(int(stat.split("/")[2]))
+        return found
+
+    def signal(self, sig: int) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    def restart(self) -> None:
+        """Start the server again on the same port (after a crash or a stop)."""
+        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
+                   f"-c unix_socket_directories={self.root} -c fsync=off "
+                   "-c synchronous_commit=off -c full_page_writes=off "
+                   "-c max_connections=200 -c shared_buffers=64MB")
+        # A killed postmaster leaves its lock files, and may linger as an unreaped
+        # zombie that still "exists" for the stale-lock check.
+        for stale in (self.data / "postmaster.pid", self.root / f".s.PGSQL.{self.port}.lock"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        done = self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l",
+                         str(self.root / "server.log"), "-w", "-t", "60", "-o", options, "start")
+        if done.returncode != 0:
+            log = ""
+            with contextlib.suppress(OSError):
+                log = (self.root / "server.log").read_text()[-1500:]
+            raise RuntimeError(f"PostgreSQL did not restart: {done.stderr or done.stdout}{log}")
+        self.started = True
+
     def stop(self) -> None:
         if self.started:
             self.started = False
@@ -241,6 +287,24 @@ def pg_url() -> Iterator[str]:
         server.stop()
         raise
     yield server.url()
+    server.stop()
+
+
+@pytest.fixture
+def own_pg_server(pg_url: str) -> Iterator[PgServer]:
+    """A PostgreSQL server of this test's own, to freeze, kill and restart."""
+    if os.environ.get("ROTIFER_TEST_PG_URL"):
+        pytest.skip("needs the PostgreSQL binaries to start a server of its own")
+    bindir = find_pg_bindir()
+    assert bindir is not None  # pg_url found them
+    server = PgServer(bindir)
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    yield server
+    server.signal(signal.SIGCONT)  # a frozen server cannot be stopped
     server.stop()
 
 

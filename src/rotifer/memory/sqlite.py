@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -413,6 +413,10 @@ class SqliteBackend:
     def peek(self) -> _Peek:
         """Single statements, each atomic on its own: the cheapest point read."""
         return _Peek(self)
+
+    def long_running(self) -> AbstractContextManager[None]:
+        """Nothing to change: SQLite bounds only lock waits (the busy timeout)."""
+        return nullcontext()
 
     def close(self) -> None:
         with self._lock:

@@ -236,7 +236,7 @@ def snapshot_agent(store: MemoryStore, agent_id: str, *, keep_cache: bool = Fals
     if store.has_agent(agent_id):
         store.purge_expired(agent_id)  # audited as ``expire``, as any read path does
     now = store.clock.now_us()
-    with store.backend.read() as tx:
+    with store.backend.long_running(), store.backend.read() as tx:
         snap = _snapshot(tx, agent_id, now, keep_cache)
     return snap.bundle(keep_cache, now, describe(store))
 
@@ -453,7 +453,7 @@ def _import(store: MemoryStore, record: AgentRecord, rows: list[Row], bundle: Ma
     before it commits."""
     agent_id = record.agent_id
     now = store.clock.now_us()
-    with store.backend.write(agent_id) as tx:
+    with store.backend.long_running(), store.backend.write(agent_id) as tx:
         if tx.get_agent(agent_id) is not None:
             raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
                           "nothing was changed (remove it there first if it must go)")
@@ -489,7 +489,7 @@ def verify_agent(store: MemoryStore, export: Mapping[str, Any], *,
                  quota_bytes: int | None = None) -> None:
     """Check that ``store`` holds exactly what ``export`` describes (else STORAGE_ERROR)."""
     record, rows = check_export(export, quota_bytes=quota_bytes)
-    with store.backend.read() as tx:
+    with store.backend.long_running(), store.backend.read() as tx:
         _verify(tx, record, rows, export)
 
 
@@ -533,7 +533,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     copied = False
     bundle: dict[str, Any] = {}
     try:
-        with source.backend.write(agent_id) as tx:
+        with source.backend.long_running(), source.backend.write(agent_id) as tx:
             now = source.clock.now_us()
             snap = _snapshot(tx, agent_id, now, keep_cache)
             bundle = snap.bundle(keep_cache, now, src)

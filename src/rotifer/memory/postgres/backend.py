@@ -7,8 +7,9 @@ docstring (:mod:`rotifer.memory.postgres`).
 from __future__ import annotations
 
 import random
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import psycopg
@@ -18,6 +19,7 @@ from . import schema
 from .connection import BEGIN_ATTEMPTS, MAX_IDLE, Connection, Connections, retryable
 from .settings import LOCK_TIMEOUT_MS, first_line
 from .transaction import LOCK_AGENT_SQL, PostgresTransaction, storable
+from .watchdog import WATCHDOG
 
 
 class PostgresBackend:
@@ -40,6 +42,7 @@ class PostgresBackend:
         self.location = self.connections.location
         self.schema = ""
         self._closed = False
+        self._long = threading.local()  # .on: see long_running()
         # In transaction pooling every setting is SET LOCAL, sent with the BEGIN.
         self._local = "" if self.settings.session_state \
             else "; " + self.settings.settings_sql("LOCAL ")
@@ -138,18 +141,44 @@ class PostgresBackend:
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
+    def long_running(self) -> Iterator[None]:
+        """Transactions this thread begins in the block are bounded per statement."""
+        before = getattr(self._long, "on", False)
+        self._long.on = True
+        try:
+            yield
+        finally:
+            self._long.on = before
+
+    def _watch(self, conn: Connection
+               ) -> tuple[Callable[[], None], Callable[[], None]] | None:
+        """Per-statement watching for a long-running transaction (None: the
+        transaction is bounded as a whole, from the call's start)."""
+        if not getattr(self._long, "on", False):
+            return None
+        bound = self.settings.timeout_s
+        WATCHDOG.suspend(conn)  # the client may take its time between statements
+        return (lambda: WATCHDOG.arm(conn, time.monotonic() + bound),
+                lambda: WATCHDOG.suspend(conn))
+
+    @contextmanager
     def _transaction(self, statement: str, agent_id: str | None
                      ) -> Iterator[PostgresTransaction]:
         conn = self._begin(statement, agent_id)
+        watch = self._watch(conn)
         try:
-            yield PostgresTransaction(conn)
+            yield PostgresTransaction(conn, watch)
         except BaseException as exc:
+            if watch is not None:
+                watch[0]()  # the rollback is bounded too
             if isinstance(exc, psycopg.Error | UnicodeEncodeError):
                 raise self._failed(conn, exc, "memory store failed") from exc
             self.connections.rollback(conn)
             if self.connections.give_back(conn) and isinstance(exc, MemoryError):
                 raise self.connections.timed_out() from exc
             raise
+        if watch is not None:
+            watch[0]()
         try:
             conn.execute("COMMIT")
         except psycopg.Error as exc:

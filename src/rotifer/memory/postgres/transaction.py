@@ -7,7 +7,7 @@ transaction with the agent locked, and ends that transaction afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import psycopg
@@ -92,17 +92,40 @@ def make_agent(r: tuple[Any, ...]) -> AgentRecord:
 class PostgresTransaction:
     """:class:`~rotifer.memory.backend.Transaction` over one psycopg connection."""
 
-    def __init__(self, conn: Connection) -> None:
+    __slots__ = ("_watch", "conn")
+
+    def __init__(self, conn: Connection,
+                 watch: tuple[Callable[[], None], Callable[[], None]] | None = None) -> None:
         self.conn = conn
+        #: For a long-running transaction: (start, stop) watching one statement.
+        self._watch = watch
 
     def _all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, params, binary=True).fetchall()
+        if self._watch is None:
+            return self.conn.execute(sql, params, binary=True).fetchall()
+        self._watch[0]()
+        try:
+            return self.conn.execute(sql, params, binary=True).fetchall()
+        finally:
+            self._watch[1]()
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        return self.conn.execute(sql, params, binary=True).fetchone()
+        if self._watch is None:
+            return self.conn.execute(sql, params, binary=True).fetchone()
+        self._watch[0]()
+        try:
+            return self.conn.execute(sql, params, binary=True).fetchone()
+        finally:
+            self._watch[1]()
 
     def _run(self, sql: str, params: tuple[Any, ...]) -> int:
-        return self.conn.execute(sql, params).rowcount
+        if self._watch is None:
+            return self.conn.execute(sql, params).rowcount
+        self._watch[0]()
+        try:
+            return self.conn.execute(sql, params).rowcount
+        finally:
+            self._watch[1]()
 
     # -- agents ---------------------------------------------------------------
 

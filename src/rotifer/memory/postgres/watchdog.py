@@ -46,7 +46,6 @@ class Watchdog:
                 self._armed, self._fired, self._thread = {}, set(), None
                 self._pid = os.getpid()
             self._armed[id(conn)] = (deadline, conn)
-            self._fired.discard(id(conn))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="rotifer-pg-watchdog",
                                                 daemon=True)
@@ -61,6 +60,11 @@ class Watchdog:
                 self._fired.discard(id(conn))
                 return True
             return False
+
+    def suspend(self, conn: Connection) -> None:
+        """Stop watching ``conn`` for now, remembering whether it was cut off."""
+        with self._cond:
+            self._armed.pop(id(conn), None)
 
     def fired(self, conn: Connection) -> bool:
         with self._cond:
