@@ -356,7 +356,9 @@ class PgBouncer:
             f"auth_type = trust\nauth_file = {self.root / 'users.txt'}\n"
             f"logfile = {self.root / 'pgbouncer.log'}\npidfile = {self.root / 'pgbouncer.pid'}\n"
             "max_client_conn = 2000\ndefault_pool_size = 40\nserver_reset_query = DISCARD ALL\n"
-            "admin_users = rotifer\n")
+            # Try the server again 1 s after a failed login (default 15 s), so that
+            # clients recover quickly after the server restarts.
+            "server_login_retry = 1\nadmin_users = rotifer\n")
 
     def start(self) -> None:
         (self.root / "users.txt").write_text('"rotifer" ""\n')

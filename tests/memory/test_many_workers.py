@@ -163,6 +163,20 @@ class Workers:
 
 
 def _snapshot(store: MemoryStore) -> dict[str, dict[str, Live]]:
+    """The stored state (checked).  Right after a crash a call may still fail
+    once on a connection the server dropped; the next one must work."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return _read_state(store)
+        except MemoryError as exc:
+            if exc.code is not ErrorCode.STORAGE_ERROR or time.monotonic() > deadline:
+                raise
+            print(f"snapshot retried after: {exc}")
+            time.sleep(0.5)
+
+
+def _read_state(store: MemoryStore) -> dict[str, dict[str, Live]]:
     state: dict[str, dict[str, Live]] = {}
     with store.backend.read() as tx:
         for agent in AGENTS:
