@@ -358,7 +358,8 @@ class PgBouncer:
             "max_client_conn = 2000\ndefault_pool_size = 40\nserver_reset_query = DISCARD ALL\n"
             # Try the server again 1 s after a failed login (default 15 s), so that
             # clients recover quickly after the server restarts.
-            "server_login_retry = 1\nadmin_users = rotifer\n")
+            "server_login_retry = 1\nlog_connections = 0\nlog_disconnections = 0\n"
+            "admin_users = rotifer\n")
 
     def start(self) -> None:
         (self.root / "users.txt").write_text('"rotifer" ""\n')
@@ -368,7 +369,9 @@ class PgBouncer:
             ini = self.root / "pgbouncer.ini"
             ini.write_text(self._config())
             self.proc = subprocess.Popen([self.binary, str(ini)], cwd=self.root,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         # Not a pipe: nobody reads it, and pgbouncer
+                                         # blocks once 64 KB of log fill one.
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                          **self.run_as)
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and self.proc.poll() is None:
