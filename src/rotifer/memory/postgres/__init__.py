@@ -43,11 +43,19 @@ an audit line.  A failure later in the transaction rolls back and surfaces as
 MEMORY_STORAGE_ERROR.  ``lock_timeout`` bounds the wait for a busy agent (like
 SQLite's busy timeout).
 
-Threads and processes: each transaction borrows a connection from a small
-pool and gives it back at the end, so a store shared by threads runs their
+Threads and processes: each transaction borrows a connection from the
+process's pool for the URL (shared by every thread and store, capped by
+``rotifer_pool_size``) and gives it back at the end, so threads run their
 transactions on separate connections, in parallel.  Connections inherited
 across ``fork()`` are never used or closed by the child (closing one would end
 the parent's session); the child opens its own.
+
+Deployment (:mod:`.settings`): ``rotifer_*`` URL parameters say whether a
+pooler (pgbouncer) is in between -- then no prepared statements, and in
+transaction mode no session state at all (``SET LOCAL`` per transaction) --
+and bound every call (``rotifer_timeout``): server-side timeouts, libpq's
+connect and TCP timeouts, and a client-side watchdog (:mod:`.watchdog`) for
+a server that stopped answering.
 
 Ordering: keys are ``text COLLATE "C"`` in a UTF-8 database, so they compare
 byte for byte, which is code point order -- the same order as SQLite's
@@ -56,7 +64,8 @@ prefix_upper_bound(prefix))``, never ``LIKE``.  Values are ``bytea``; times
 and counters are ``bigint`` microseconds.
 
 The code is split along that line: :mod:`.connection` is how we talk to the
-server (connections, the pool, retries, timeouts), :mod:`.schema` creates and
+server (connections, the pool, retries), :mod:`.settings` what the URL says,
+:mod:`.watchdog` the client-side time bound, :mod:`.schema` creates and
 upgrades the tables, :mod:`.transaction` is the SQL of each backend operation,
 and :mod:`.backend` puts them together behind the backend interface.
 """
