@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from rotifer.memory.transfer import TransferReport
 
 from .common import plural, project_of
+from .progress import progress_bar
+
+QUIET_HELP = "no progress bar (it is drawn on stderr only when that is a terminal)"
 
 
 def normalize_url(url: str, cwd: Path | None = None) -> str:
@@ -79,7 +82,7 @@ def _left_behind(report: TransferReport) -> str | None:
 
 
 def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
-            quota: str | None = None) -> list[str]:
+            quota: str | None = None, quiet: bool = False) -> list[str]:
     """Move ``name``'s memory to ``to`` and bind the agent there; the lines to print."""
     # Imported here, as in the other commands: every other command (``agent memory
     # list`` above all) starts faster without the transfer code.
@@ -98,7 +101,8 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
         require_memory(source, name)  # before the destination is made
         with MemoryStore.open(project.dot, url) as destination:
             report = move_agent(source, destination, name, keep_cache=keep_cache,
-                                quota_bytes=quota_bytes)
+                                quota_bytes=quota_bytes,
+                                progress=progress_bar("moving", quiet=quiet))
             where = describe(destination)
     binding = None if url == _project_default(project) else url
     try:
@@ -116,8 +120,8 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
     return lines
 
 
-def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = False
-              ) -> list[str]:
+def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = False,
+              quiet: bool = False) -> list[str]:
     """Write a copy of ``name``'s memory to ``file``; the lines to print."""
     from rotifer.memory.transfer import export_agent
 
@@ -125,20 +129,23 @@ def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = Fal
     file = file.absolute()  # the audit line says where the copy went
     with project.open_store(name, create=False) as store:
         require_memory(store, name)
-        report = export_agent(store, name, file, keep_cache=keep_cache)
+        report = export_agent(store, name, file, keep_cache=keep_cache,
+                              progress=progress_bar("exporting", quiet=quiet))
     lines = [_summary("Exported", report) + f" to {file}"]
     lines += [line for line in (_left_behind(report),) if line]
     lines.append(f"Checksum (sha256): {report.sha256}")
     return lines
 
 
-def do_import(project: Project, file: Path, *, quota: str | None = None) -> list[str]:
+def do_import(project: Project, file: Path, *, quota: str | None = None,
+              quiet: bool = False) -> list[str]:
     """Load ``file`` into the store of the agent it names; the lines to print."""
-    from rotifer.memory.transfer import import_agent, read_export
+    from rotifer.memory.transfer import import_agent
+    from rotifer.memory.transfer.document import open_document
 
     file = file.absolute()
-    bundle = read_export(file)
-    name = bundle.get("agent")
+    with open_document(file) as doc:  # reads the head only, when rotifer wrote the file
+        name = doc.head.get("agent")
     if not isinstance(name, str) or not name:
         raise MemoryError(ErrorCode.INVALID_INPUT, f"{file} names no agent")
     agents = Agents(project)
@@ -151,7 +158,8 @@ def do_import(project: Project, file: Path, *, quota: str | None = None) -> list
             code="AGENT_NOT_FOUND")
     quota_bytes = _quota(quota)
     with project.open_store(name) as store:
-        report = import_agent(store, file, quota_bytes=quota_bytes)
+        report = import_agent(store, file, quota_bytes=quota_bytes,
+                              progress=progress_bar("importing", quiet=quiet))
     return [_summary("Imported", report) + f" into {report.destination}",
             f"Checksum (sha256): {report.sha256}"]
 
@@ -172,30 +180,34 @@ def _echo(lines: list[str]) -> None:
               help="the memory store to move to: postgresql://... or sqlite:PATH")
 @click.option("--keep-cache", is_flag=True, help="carry CACHE entries too")
 @click.option("--memory-quota", "quota", metavar="SIZE", help=QUOTA_HELP)
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
 def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
-                 quota: str | None) -> None:
+                 quota: str | None, quiet: bool) -> None:
     """Move an agent's memory to another store and bind the agent to it."""
-    _echo(do_move(project_of(ctx), name, to, keep_cache=keep_cache, quota=quota))
+    _echo(do_move(project_of(ctx), name, to, keep_cache=keep_cache, quota=quota, quiet=quiet))
 
 
 @click.command("export")
 @click.argument("name")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--keep-cache", is_flag=True, help="include CACHE entries")
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
-def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool) -> None:
+def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool,
+                   quiet: bool) -> None:
     """Write a copy of an agent's memory to FILE (the agent keeps it)."""
-    _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache))
+    _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache, quiet=quiet))
 
 
 @click.command("import")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--memory-quota", "quota", metavar="SIZE", help=QUOTA_HELP)
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
-def import_command(ctx: click.Context, file: Path, quota: str | None) -> None:
+def import_command(ctx: click.Context, file: Path, quota: str | None, quiet: bool) -> None:
     """Load an agent's memory from FILE (the agent must have no memory yet)."""
-    _echo(do_import(project_of(ctx), file, quota=quota))
+    _echo(do_import(project_of(ctx), file, quota=quota, quiet=quiet))
 
 
 COMMANDS = (move_command, export_command, import_command)

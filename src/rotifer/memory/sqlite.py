@@ -19,8 +19,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -40,7 +40,7 @@ from .backend import (
 from .errors import MemoryError, damaged, storage
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
-SCHEMA = """
+STEP_1 = """
 CREATE TABLE IF NOT EXISTS memory_agents (
     agent_id TEXT PRIMARY KEY,
     quota_bytes INTEGER NOT NULL,
@@ -83,6 +83,21 @@ BATCH = 256
 FIRST_PAGE = 16
 DELETE_CHUNK = 500
 BUSY_TIMEOUT_S = 30.0
+
+
+def _step_1(conn: sqlite3.Connection) -> None:
+    """The first schema.  ``IF NOT EXISTS``: files made before the version was
+    recorded (``user_version`` 0) already have it."""
+    for statement in STEP_1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+#: Step n takes a file from schema version n - 1 (``PRAGMA user_version``) to n.
+#: Opening reads the version without a lock and runs DDL only when a step is
+#: missing: the write lock it needs would queue behind every write in progress.
+STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1}
+SCHEMA_VERSION = max(STEPS)
 
 
 def retention_to_text(policy: RetentionPolicy | None) -> str | None:
@@ -363,11 +378,11 @@ class SqliteBackend:
             if mode is None or str(mode[0]).lower() != "wal":
                 raise storage(f"the memory database {path} cannot use WAL mode (got {mode})")
             self.conn.execute("PRAGMA synchronous = NORMAL")
-            if create:
+            # An existing store is brought up to this version's schema even with
+            # create=False: that upgrades the memory, it does not create or repair it.
+            if self._version() < SCHEMA_VERSION:
                 with self.write(None) as tx:
-                    for statement in SCHEMA.split(";"):
-                        if statement.strip():
-                            tx.conn.execute(statement)
+                    self._upgrade(tx.conn)
         except sqlite3.Error as exc:
             self.conn.close()
             raise storage(f"the memory database {path} is not usable: {exc}") from exc
@@ -385,6 +400,21 @@ class SqliteBackend:
             what = "is empty" if empty else "holds no rotifer memory"
             raise storage(f"the memory database {self.path} {what} (was it replaced or "
                           "damaged?)")
+
+    def _version(self) -> int:
+        row = self.conn.execute("PRAGMA user_version").fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise storage(f"the memory database {self.path} has schema version {version}; "
+                          f"this rotifer knows {SCHEMA_VERSION}")
+        return version
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Apply the missing steps, holding the write lock (read the version again
+        under it: another process may have upgraded the file meanwhile)."""
+        for step in range(self._version() + 1, SCHEMA_VERSION + 1):
+            STEPS[step](conn)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _begin(self, statement: str) -> None:
         deadline = time.monotonic() + self.busy_timeout_s
@@ -411,6 +441,10 @@ class SqliteBackend:
     def peek(self) -> _Peek:
         """Single statements, each atomic on its own: the cheapest point read."""
         return _Peek(self)
+
+    def long_running(self) -> AbstractContextManager[None]:
+        """Nothing to change: SQLite bounds only lock waits (the busy timeout)."""
+        return nullcontext()
 
     def close(self) -> None:
         with self._lock:

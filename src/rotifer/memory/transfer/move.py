@@ -1,0 +1,129 @@
+"""Moving an agent between two open stores, all or nothing, in a stream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import ErrorCode, MemoryError, invalid, storage
+from ..store import MemoryStore
+from .checks import ExportChecker
+from .document import Progress, TransferReport, entry_record
+from .operations import (
+    Tally,
+    audit_in_batches,
+    describe,
+    fill,
+    head_of,
+    line,
+    open_source,
+    report,
+    verify,
+)
+
+
+def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
+               keep_cache: bool = False, quota_bytes: int | None = None,
+               progress: Progress | None = None) -> TransferReport:
+    """Move ``agent_id``'s memory from ``source`` to ``destination``.
+
+    How it stays all-or-nothing across two databases:
+
+    1. The source agent is held exclusively (a write transaction) for the whole
+       move, so no gene can change it in between; a gene call waiting on it
+       afterwards finds no memory there (MEMORY_STORAGE_ERROR) and the caller
+       re-binds the agent to the destination.
+    2. The destination gets the agent in one transaction, fed page by page
+       from the source and checked entry by entry as an import would be,
+       verified before it commits, then verified again by a fresh read after
+       the commit.
+    3. Only then are the source's ``move`` lines audited and the agent removed
+       from the source, in the transaction held since step 1.
+    4. If anything fails after step 2 committed, the copy is removed from the
+       destination again (audited there as ``drop_agent``) -- but only if the
+       source verifiably still has the agent.  If the source no longer has it
+       (its commit went through though it reported an error), the move did
+       happen and is reported as done.  If the source cannot be checked at
+       all, the copy stays, because two copies can be cleaned up and none
+       cannot; the error says so.
+
+    CACHE entries are not carried unless ``keep_cache``; they are removed with
+    the rest of the source's memory (audited as ``move_drop``).  ``quota_bytes``
+    gives the agent a different quota at the destination.
+    """
+    if not source.has_agent(agent_id):
+        raise MemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in "
+                          f"{describe(source)}")
+    if destination.has_agent(agent_id):
+        raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "
+                      "nothing was moved (remove it there first if it must go)")
+    source.purge_expired(agent_id)
+    src, dst = describe(source), describe(destination)
+    copied = False
+    sha256 = ""
+    tally = Tally(progress)
+    try:
+        with source.backend.long_running(), source.backend.write(agent_id) as tx:
+            now = source.clock.now_us()
+            record = open_source(tx, agent_id, progress)
+            checker = ExportChecker(head_of(record, keep_cache, now, src),
+                                    quota_bytes=quota_bytes)
+            carried = (entry_record(row) for what, row in
+                       tally.rows(tx, agent_id, now, keep_cache) if what == "carry")
+            moved = fill(destination, checker, carried,
+                         lambda: tally.tail(checker.checksum.hexdigest()), f"move:{src}", "move")
+            copied = True
+            sha256 = checker.checksum.hexdigest()
+            with destination.backend.long_running(), destination.backend.read() as dtx:
+                verify(dtx, moved, checker.entries)
+
+            def lines() -> Iterator[dict[str, Any]]:
+                yield line(now, agent_id, "move", nbytes=tally.total, entries=tally.carried,
+                           sha256=sha256, keepCache=keep_cache, leftBehind=tally.left, to=dst)
+                # In the order of the log's contract: carried, left behind, expired.
+                expired = []
+                for what, r in Tally(None).rows(tx, agent_id, now, keep_cache):
+                    if what == "carry":
+                        yield line(now, agent_id, "move_out", r.key, r.category, r.size,
+                                   createdBy=r.created_by, to=dst)
+                    elif what == "expired":  # rare: expired entries were purged just before
+                        expired.append(line(now, agent_id, "expire", r.key, r.category,
+                                            r.size, actor="retention", createdBy=r.created_by))
+                for what, r in Tally(None).rows(tx, agent_id, now, keep_cache):
+                    if what == "leave":
+                        yield line(now, agent_id, "move_drop", r.key, r.category, r.size,
+                                   createdBy=r.created_by)
+                yield from expired
+
+            audit_in_batches(source, lines())
+            tx.delete_agent(agent_id)
+    except BaseException as exc:  # an interrupt after the copy must not leave two copies
+        done = copied and _undo_copy(source, destination, agent_id, exc)
+        if not done or not isinstance(exc, Exception):
+            raise
+    finally:
+        if progress is not None:
+            progress.finish()
+    return report(tally, agent_id, sha256, src, dst)
+
+
+def _undo_copy(source: MemoryStore, destination: MemoryStore, agent_id: str,
+               cause: BaseException) -> bool:
+    """After a failure once the copy committed: remove the copy, unless the
+    source is gone (then return True: the move happened after all)."""
+    try:
+        still_there = source.has_agent(agent_id)
+    except Exception as exc:
+        raise storage(
+            f"moving {agent_id!r} failed ({cause}) and {describe(source)} cannot be checked "
+            f"({exc}); the copy in {describe(destination)} is kept -- check both and remove "
+            "one of them") from cause
+    if not still_there:
+        return True
+    try:
+        destination.drop_agent(agent_id)
+    except Exception as exc:
+        raise storage(
+            f"moving {agent_id!r} failed ({cause}) and its copy in {describe(destination)} "
+            f"could not be removed ({exc}): the agent is now in both places") from cause
+    return False

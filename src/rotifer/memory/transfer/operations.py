@@ -1,0 +1,292 @@
+"""Export, import and move: streamed in batches, all or nothing, verified.
+
+Nothing here holds an agent in memory: rows are read a page at a time
+(the backends page by 256), written or inserted, and forgotten; the audit
+lines of a change go out in batches of :data:`LINES_PER_WRITE`, all of them
+before the change commits.  Verification reads the stored agent back the same
+way and compares counts, bytes and an order-free fingerprint of every entry's
+checksum (:class:`~.document.EntrySet`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from ..audit import DEPLOYER
+from ..backend import AgentRecord, Row, Transaction
+from ..clock import format_time
+from ..errors import ErrorCode, MemoryError, invalid, storage
+from ..model import Category, entry_id
+from ..store import MemoryStore
+from .checks import ExportChecker
+from .document import (
+    CARRIED,
+    FORMAT,
+    VERSION,
+    Document,
+    DocumentWriter,
+    EntrySet,
+    Progress,
+    TransferReport,
+    entry_record,
+    from_mapping,
+    open_document,
+    unlink_quietly,
+)
+
+#: Audit lines appended per write(2) during a long change (all before its commit).
+LINES_PER_WRITE: Final = 1000
+
+
+def describe(store: MemoryStore) -> str:
+    """``backend:where`` for messages and audit lines (never a password)."""
+    backend = store.backend
+    where = str(getattr(backend, "location", None) or getattr(backend, "path", None) or "")
+    schema = getattr(backend, "schema", "")
+    if schema and schema != "public":
+        where += f" (schema {schema})"
+    return f"{backend.name}:{where}"
+
+
+def _settings(record: AgentRecord) -> dict[str, Any]:
+    return {"quotaBytes": record.quota_bytes, "dataPolicy": record.data_policy.to_json(),
+            "nextSeq": record.next_seq}
+
+
+def line(now_us: int, agent_id: str, action: str, key: str | None = None,
+          category: Category | None = None, nbytes: int = 0, **extra: Any) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "ts": format_time(now_us), "agent": agent_id, "action": action, "key": key,
+        "category": None if category is None else category.value, "actor": DEPLOYER,
+        "bytes": nbytes, "entryId": None if key is None else entry_id(agent_id, key),
+    }
+    line.update(extra)
+    return line
+
+
+def audit_in_batches(store: MemoryStore, lines: Iterable[dict[str, Any]]) -> None:
+    batch: list[dict[str, Any]] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= LINES_PER_WRITE:
+            store.audit.write(batch)
+            batch = []
+    if batch:
+        store.audit.write(batch)
+
+
+class Tally:
+    """What the source side saw: carried, left behind, expired."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.counts = {c.value: 0 for c in Category}
+        self.carried = 0
+        self.total = 0
+        self.left = 0
+        self.left_bytes = 0
+
+    def rows(self, tx: Transaction, agent_id: str, now_us: int, keep_cache: bool
+             ) -> Iterator[tuple[str, Row]]:
+        """("carry" | "leave" | "expired", row) for each of the agent's rows."""
+        for row in tx.iter_newest(agent_id):
+            if self.progress is not None:
+                self.progress.advance(1, row.size)
+            if row.expires_us is not None and row.expires_us <= now_us:
+                yield "expired", row
+            elif row.category in CARRIED or keep_cache:
+                self.counts[row.category.value] += 1
+                self.carried += 1
+                self.total += row.size
+                yield "carry", row
+            else:
+                self.left += 1
+                self.left_bytes += row.size
+                yield "leave", row
+
+    def tail(self, sha256: str) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "totalBytes": self.total,
+                "leftBehind": {"count": self.left, "bytes": self.left_bytes}, "sha256": sha256}
+
+
+def open_source(tx: Transaction, agent_id: str, progress: Progress | None) -> AgentRecord:
+    record = tx.get_agent(agent_id)
+    if record is None:
+        raise MemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in this store")
+    if progress is not None:
+        progress.start(tx.count(agent_id), record.used_bytes)
+    return record
+
+
+def head_of(record: AgentRecord, keep_cache: bool, now_us: int, source: str) -> dict[str, Any]:
+    return {"format": FORMAT, "version": VERSION, "agent": record.agent_id,
+            "exportedAt": format_time(now_us), "source": source, "keepCache": keep_cache,
+            "settings": _settings(record)}
+
+
+def report(checker_or_tally: Tally, agent_id: str, sha256: str, source: str,
+            destination: str) -> TransferReport:
+    t = checker_or_tally
+    return TransferReport(agent=agent_id, entries=t.carried, bytes=t.total, sha256=sha256,
+                          counts=dict(t.counts), left_behind=t.left, left_behind_bytes=t.left_bytes,
+                          source=source, destination=destination)
+
+
+# -- export ---------------------------------------------------------------------
+
+
+def export_agent(store: MemoryStore, agent_id: str, path: Path, *, keep_cache: bool = False,
+                 progress: Progress | None = None) -> TransferReport:
+    """Write ``agent_id``'s memory to ``path`` (a copy; the store keeps it).
+
+    Streamed from one read snapshot to a file written aside and fsynced; then
+    the ``export`` audit line is appended, then the file is renamed into
+    place: it appears whole or not at all, and never without its audit line
+    (if the line cannot be written, the file is removed and the call fails).
+    An existing file at ``path`` is replaced.  The file is readable by its
+    owner only: memory can hold personal data.
+    """
+    if store.has_agent(agent_id):
+        store.purge_expired(agent_id)  # audited as ``expire``, as any read path does
+    now = store.clock.now_us()
+    path = Path(path)
+    tally = Tally(progress)
+    with store.backend.long_running(), store.backend.read() as tx:
+        record = open_source(tx, agent_id, progress)
+        writer = DocumentWriter(path, head_of(record, keep_cache, now, describe(store)))
+        try:
+            checker = ExportChecker(head_of(record, keep_cache, now, ""))
+            for n, (what, row) in enumerate(tally.rows(tx, agent_id, now, keep_cache)):
+                if what == "carry":
+                    rec = entry_record(row)
+                    checker.row(rec, n)  # what we write must be what an import accepts
+                    writer.entry(rec)
+            sha256 = checker.checksum.hexdigest()
+            tmp = writer.close(tally.tail(sha256))
+        except BaseException:
+            writer.abort()
+            raise
+    try:
+        store.audit.write([line(
+            store.clock.now_us(), agent_id, "export", nbytes=tally.total, entries=tally.carried,
+            sha256=sha256, keepCache=keep_cache, leftBehind=tally.left, to=str(path))])
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise storage(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        unlink_quietly(tmp)
+        if progress is not None:
+            progress.finish()
+    return report(tally, agent_id, sha256, describe(store), str(path))
+
+
+# -- import ---------------------------------------------------------------------
+
+
+def verify(tx: Transaction, record: AgentRecord, expected: EntrySet) -> None:
+    """Read the agent back and compare with what was meant to be stored: the
+    settings, the count and bytes, and every entry, field by field (through
+    its checksum as it would be exported now)."""
+    agent_id = record.agent_id
+    if tx.get_agent(agent_id) != record:
+        raise storage(f"verification failed: agent {agent_id!r}'s settings differ after copying")
+    count, used = tx.count(agent_id), tx.sum_sizes(agent_id)
+    if count != expected.count or used != record.used_bytes:
+        raise storage(f"verification failed: agent {agent_id!r} holds {count} entries / "
+                      f"{used} bytes, expected {expected.count} / {record.used_bytes}")
+    stored = EntrySet()
+    for row in tx.iter_newest(agent_id):
+        stored.add(entry_record(row)["sha256"])
+    if stored != expected:
+        raise storage(f"verification failed: agent {agent_id!r}'s entries differ after copying")
+
+
+def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
+         tail: Callable[[], Mapping[str, Any]], origin: str, via: str,
+         progress: Progress | None = None, doc: Document | None = None) -> AgentRecord:
+    """Create the agent and its entries in one transaction, checked as they
+    stream in, verified and audited before it commits.  ``tail()`` gives the
+    document's closing fields once the entries are exhausted."""
+    agent_id = checker.agent_id
+    now = store.clock.now_us()
+    with store.backend.long_running(), store.backend.write(agent_id) as tx:
+        if tx.get_agent(agent_id) is not None:
+            raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
+                          "nothing was changed (remove it there first if it must go)")
+        tx.insert_agent(checker.empty_record())
+        read = 0
+        for n, rec in enumerate(entries):
+            row = checker.row(rec, n)
+            tx.put(row)
+            if progress is not None:
+                done = doc.read if doc is not None and doc.size is not None else read + row.size
+                progress.advance(1, done - read)
+                read = done
+        if progress is not None and doc is not None and doc.size is not None:
+            progress.advance(0, doc.read - read)  # the closing fields
+        record = checker.finish(tail())
+        tx.update_agent(agent_id, record.used_bytes, record.next_seq)
+        verify(tx, record, checker.entries)
+        head = line(now, agent_id, "import_agent", nbytes=record.used_bytes,
+                     entries=checker.entries.count, sha256=checker.checksum.hexdigest(),
+                     quotaBytes=record.quota_bytes, dataPolicy=record.data_policy.to_json(),
+                     via=via, source=origin)
+        lines = (line(now, agent_id, "import", r.key, r.category, r.size,
+                       createdBy=r.created_by, via=via) for r in tx.iter_newest(agent_id))
+        audit_in_batches(store, _chain([head], lines))  # before the commit, as every change
+    return record
+
+
+def _chain(first: list[dict[str, Any]], rest: Iterable[dict[str, Any]]
+           ) -> Iterator[dict[str, Any]]:
+    yield from first
+    yield from rest
+
+
+def import_agent(store: MemoryStore, export: Mapping[str, Any] | Path, *,
+                 quota_bytes: int | None = None, source: str | None = None,
+                 progress: Progress | None = None) -> TransferReport:
+    """Create the agent in ``store`` from an export (a file path, or a document).
+
+    All or nothing, in one write transaction: every entry is checked as it is
+    read and inserted, the counts, totals and checksum at the end, then the
+    agent is read back and verified before the commit; a failure anywhere
+    rolls everything back.  The agent must not have a memory in ``store`` yet
+    (MEMORY_INVALID_INPUT otherwise); an import never merges.  The file is
+    left where it is.
+    """
+    if isinstance(export, Path):
+        with open_document(export) as doc:
+            checker = ExportChecker(doc.head, quota_bytes=quota_bytes)
+            origin = source or f"file:{export}"
+            if progress is not None:
+                progress.start(None, doc.size)
+            fill(store, checker, doc.entries, lambda: doc.tail, origin, "file", progress, doc)
+    else:
+        doc = from_mapping(export)
+        checker = ExportChecker(doc.head, quota_bytes=quota_bytes)
+        origin = source or str(doc.head.get("source"))
+        fill(store, checker, doc.entries, lambda: doc.tail, origin, "file", progress)
+    if progress is not None:
+        progress.finish()
+    return TransferReport(
+        agent=checker.agent_id, entries=checker.entries.count, bytes=checker.total,
+        sha256=checker.checksum.hexdigest(), counts=dict(checker.counts),
+        left_behind=int(doc.tail.get("leftBehind", {}).get("count", 0)),
+        left_behind_bytes=int(doc.tail.get("leftBehind", {}).get("bytes", 0)),
+        source=origin, destination=describe(store))
+
+
+def verify_agent(store: MemoryStore, export: Mapping[str, Any], *,
+                 quota_bytes: int | None = None) -> None:
+    """Check that ``store`` holds exactly what ``export`` describes (else STORAGE_ERROR)."""
+    doc = from_mapping(export)
+    checker = ExportChecker(doc.head, quota_bytes=quota_bytes)
+    for n, rec in enumerate(doc.entries):
+        checker.row(rec, n)
+    record = checker.finish(doc.tail)
+    with store.backend.long_running(), store.backend.read() as tx:
+        verify(tx, record, checker.entries)
