@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rotifer.genes import jsonvalue
 from rotifer.genes.errors import InvalidTests, RotiferError
 from rotifer.genes.execute import DEFAULT_DEADLINE_S, express
 from rotifer.genes.gene import Gene
@@ -187,7 +188,7 @@ def load_tests(gene: Gene) -> list[TestCase] | None:
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidTests(f"{where}: cannot read: {exc}") from None
     try:
-        doc = json.loads(text, parse_constant=_no_constant)
+        doc = jsonvalue.loads(text)
     except (ValueError, RecursionError) as exc:
         raise InvalidTests(f"{where}: not valid JSON: {exc}") from None
     if isinstance(doc, dict):
@@ -223,10 +224,6 @@ def load_tests(gene: Gene) -> list[TestCase] | None:
         cases.append(TestCase(name=name, input=raw["input"], expect=raw.get("expect"),
                               has_expect="expect" in raw, expect_error=code))
     return cases
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def json_equal(a: Any, b: Any) -> bool:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
+from rotifer.genes.jsonvalue import problem_of
 from rotifer.memory import GeneMemoryAccess, MemoryError
 
 if TYPE_CHECKING:
@@ -124,7 +125,9 @@ def _as_json(gene: Gene, output: Any) -> Any:
     try:
         text = json.dumps(output, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise GeneFailed(f"gene '{gene.name}' returned a value that is not JSON: {exc}") from None
+        why = problem_of(output, "output") if not isinstance(exc, RecursionError) else None
+        raise GeneFailed(f"gene '{gene.name}' returned a value that is not JSON: "
+                         f"{why or exc}") from None
     return json.loads(text)
 
 
