@@ -17,6 +17,7 @@ import pytest
 
 from .helpers import (
     add_gene,
+    add_wat_gene,
     clean_env,
     init_project,
     last_line,
@@ -24,6 +25,7 @@ from .helpers import (
     refused,
     rotifer_command,
     run,
+    spec_path,
     wrap,
 )
 
@@ -149,3 +151,58 @@ def test_running_an_async_express_says_it_must_be_synchronous(proj: Path, code: 
     assert "express must be a plain (synchronous) function" in last_line(err), err
     assert "Warning" not in err and "never awaited" not in err and ".py" not in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+# -- item 9: agents are made of wrapped genes --------------------------------------
+
+
+def test_create_refuses_a_gene_never_wrapped(proj: Path) -> None:
+    add_gene(proj, "fresh", "def express(input, ctx):\n    return 1\n")
+    line = last_line(refused(proj, "INVALID_GENE", "agent", "create", "a", "--genes", "fresh"))
+    assert "gene 'fresh' was never wrapped" in line and "rotifer wrap fresh" in line, line
+    assert not spec_path(proj, "a").exists()
+
+
+def test_create_refuses_a_gene_that_wrap_refused(proj: Path) -> None:
+    add_gene(proj, "broken", "def express(input, ctx)\n    return 1\n")
+    refused(proj, "INVALID_GENE", "wrap", "broken")
+    line = last_line(refused(proj, "INVALID_GENE", "agent", "create", "a", "--genes",
+                             "broken"))
+    assert "gene 'broken' was never wrapped" in line, line
+    assert not spec_path(proj, "a").exists()
+
+
+def test_create_and_update_refuse_a_gene_changed_since_wrapped(proj: Path) -> None:
+    folder = add_gene(proj, "g", "def express(input, ctx):\n    return 1\n")
+    wrap(proj, "g")
+    ok(proj, "agent", "create", "a", "--genes", "g")
+    (folder / "gene.py").write_text("def express(input, ctx):\n    return 2\n")
+    line = last_line(refused(proj, "INVALID_GENE", "agent", "create", "b", "--genes", "g"))
+    assert "gene 'g' changed since it was last wrapped" in line, line
+    line = last_line(refused(proj, "INVALID_GENE", "agent", "update-genes", "a", "--genes",
+                             "g"))
+    assert "gene 'g' changed since it was last wrapped" in line, line
+
+
+def test_create_refuses_a_wat_gene_never_compiled(proj: Path) -> None:
+    add_wat_gene(proj, "w", "prefs")
+    line = last_line(refused(proj, "INVALID_GENE", "agent", "create", "a", "--genes", "w"))
+    assert "gene 'w' was never compiled" in line and "rotifer compile w" in line, line
+    ok(proj, "compile", "w")
+    ok(proj, "agent", "create", "a", "--genes", "w")
+
+
+def test_the_run_time_hint_tells_never_wrapped_from_changed(proj: Path) -> None:
+    folder = add_gene(proj, "g", "def express(input, ctx):\n    return 1\n")
+    hint = [line for line in run(proj, "test", "g").stderr.splitlines()
+            if line.startswith("hint: gene '")]
+    assert hint == ["hint: gene 'g' was never wrapped, so its memory calls are refused: run "
+                    "`rotifer wrap g`"], hint
+    wrap(proj, "g")
+    ok(proj, "agent", "create", "a", "--genes", "g")
+    (folder / "gene.py").write_text("def express(input, ctx):\n    return 2\n")
+    done = run(proj, "agent", "run", "a", "--input", "{}")
+    assert done.returncode == 0, done
+    assert ("hint: gene 'g' changed since it was last wrapped, so its memory calls are "
+            "refused: run `rotifer wrap g` again") in done.stderr, done.stderr
+    assert "never" not in done.stderr

@@ -99,6 +99,23 @@ def load_gene_dir(gene_dir: Path, registry: Registry | None = None, *, name: str
     )
 
 
+def unregistered(gene: Gene, registry: Registry) -> tuple[str, str]:
+    """For a gene without a v2 id: what became of it and the command that gives
+    it one, e.g. ``("was never wrapped", "`rotifer wrap x`")`` or ``("changed
+    since it was last compiled", "`rotifer compile x` again")``.
+
+    "Never" when no content of a gene of this name was ever registered (the
+    registry keeps every id it was given), "changed" otherwise.  A gene with a
+    ``gene.wat`` is compiled (that writes the ``gene.wasm`` that runs), any
+    other gene is wrapped."""
+    verb, done = ("compile", "compiled") if (gene.path / "gene.wat").is_file() else \
+        ("wrap", "wrapped")
+    command = f"`rotifer {verb} {gene.name}`"
+    if registry.has_name(gene.name):
+        return f"changed since it was last {done}", f"{command} again"
+    return f"was never {done}", command
+
+
 def register_gene(gene: Gene, registry: Registry, *, via: str) -> Gene:
     """Record the gene's current id; return the gene with ``v2_id`` set."""
     registry.register(
