@@ -7,6 +7,7 @@ again is pointed out."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -206,3 +207,24 @@ def test_the_run_time_hint_tells_never_wrapped_from_changed(proj: Path) -> None:
     assert ("hint: gene 'g' changed since it was last wrapped, so its memory calls are "
             "refused: run `rotifer wrap g` again") in done.stderr, done.stderr
     assert "never" not in done.stderr
+
+
+# -- item 13: gene.wat newer than gene.wasm -----------------------------------------
+
+
+def test_a_wat_edited_after_compile_is_pointed_out(proj: Path) -> None:
+    folder = add_wat_gene(proj, "w", "prefs")
+    ok(proj, "compile", "w")
+    ok(proj, "agent", "create", "a", "--genes", "w")
+    done = run(proj, "agent", "run", "a", "--input", "{}")
+    assert done.returncode == 0 and "warning" not in done.stderr, done
+    # As if gene.wat was edited 5 s after the compile (gene.wasm made 5 s before).
+    earlier = (folder / "gene.wat").stat().st_mtime - 5
+    os.utime(folder / "gene.wasm", (earlier, earlier))
+    done = run(proj, "agent", "run", "a", "--input", "{}")
+    assert done.returncode == 0, done
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == ["warning: genes/w/gene.wat is newer than gene.wasm; run "
+                        "`rotifer compile w`"], done.stderr
+    ok(proj, "compile", "w")
+    assert "warning" not in run(proj, "agent", "run", "a", "--input", "{}").stderr
