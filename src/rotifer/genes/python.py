@@ -189,6 +189,11 @@ class _Interrupt:
         else:  # SIG_DFL
             raise KeyboardInterrupt
 
+    def swallowed(self) -> bool:
+        """A SIGINT came that should have raised KeyboardInterrupt (the handler
+        was Python's default) and yet the gene returned."""
+        return self.seen and self._previous in (signal.default_int_handler, signal.SIG_DFL)
+
     def __exit__(self, *exc: object) -> None:
         if self.active:
             signal.signal(signal.SIGINT, self._previous)
@@ -241,7 +246,7 @@ def run_python_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
     finally:
         if use_alarm:
             signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
-    if interrupt.seen:
+    if interrupt.swallowed():
         raise KeyboardInterrupt  # Ctrl-C the gene swallowed: the user still wants out
     output = _as_json(gene, output)
     rejection = rejection_of(output)
