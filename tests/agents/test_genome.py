@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from rotifer.agents.build import wrap_gene
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.genes.errors import (
@@ -27,6 +28,7 @@ from ..genes.helpers import FORMATTER, write_gene
 def agents(project: Project) -> Agents:
     for name in ("fmt", "lint", "check"):
         write_gene(project.genes_dir, name, FORMATTER)
+        wrap_gene(project, name)
     return Agents(project)
 
 

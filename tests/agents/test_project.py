@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rotifer.agents.build import wrap_gene
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.genes.errors import InvalidAgent, ProjectNotFound, RotiferError
@@ -56,6 +57,7 @@ def test_named_folder_must_be_a_project(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_memory_url_order(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     write_gene(project.genes_dir, "fmt", FORMATTER)
+    wrap_gene(project, "fmt")
     Agents(project).create("a", ["fmt"])
     assert project.memory_url("a") is None
     (project.dot / "config.json").write_text(json.dumps({"memoryUrl": "sqlite:/tmp/x.db"}))
@@ -69,6 +71,7 @@ def test_memory_url_order(project: Project, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_open_store_follows_the_binding(project: Project, tmp_path: Path) -> None:
     write_gene(project.genes_dir, "fmt", FORMATTER)
+    wrap_gene(project, "fmt")
     Agents(project).create("a", ["fmt"])
     elsewhere = tmp_path / "elsewhere.db"
     with project.open_store() as store:

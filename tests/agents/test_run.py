@@ -60,7 +60,7 @@ def test_stale_gene_is_denied_with_a_hint(project: Project, fmt_agent: Agents) -
         run_agent(project, "a", {"code": "x"}, hints=hints)
     assert info.value.code == "MEMORY_ACCESS_DENIED"
     assert "no v2 id" in str(info.value)
-    assert hints == [stale_hint(project.load_gene("fmt"))]
+    assert hints == [stale_hint(project.load_gene("fmt"), project.registry())]
     assert "rotifer wrap fmt" in hints[0]
     denied = [line for line in audit_lines(project) if line["action"] == "access_denied"]
     assert denied and denied[-1]["agent"] == "a" and denied[-1]["key"] == "formatter/indent"
@@ -76,7 +76,8 @@ def test_stale_hint_goes_to_stderr_by_default(project: Project, fmt_agent: Agent
     with pytest.raises(MemoryError):
         run_agent(project, "a", {"code": "x"})
     err = capsys.readouterr().err
-    assert err.startswith("hint: gene 'fmt' changed since it was last wrapped or compiled")
+    assert err.startswith("hint: gene 'fmt' changed since it was last wrapped, so its memory "
+                          "calls are refused: run `rotifer wrap fmt` again")
 
 
 def test_stale_gene_that_needs_no_memory_still_runs(project: Project, fmt_agent: Agents) -> None:
@@ -85,7 +86,9 @@ def test_stale_gene_that_needs_no_memory_still_runs(project: Project, fmt_agent:
     with pytest.raises(MemoryError):  # writes are refused too
         run_agent(project, "a", {"code": "x", "indent": 1}, hints=hints)
     write_gene(project.genes_dir, "plain", "def express(i, ctx):\n    return i\n")
+    wrap_gene(project, "plain")
     fmt_agent.set_genes("a", ["plain"])
+    write_gene(project.genes_dir, "plain", "def express(i, ctx):\n    return i  # edited\n")
     assert run_agent(project, "a", 7, hints=hints) == 7
     assert any("'plain'" in h for h in hints)
 

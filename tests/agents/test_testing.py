@@ -116,7 +116,10 @@ def test_expected_errors(project: Project) -> None:
 
 
 def test_interrupt_still_drops_the_memory(project: Project) -> None:
-    write_gene(project.genes_dir, "g", "def express(i, ctx):\n    raise KeyboardInterrupt\n")
+    # A real SIGINT while the gene runs (a KeyboardInterrupt the gene raises
+    # itself is its failure, not an interruption).
+    write_gene(project.genes_dir, "g", "import os, signal, time\n\ndef express(i, ctx):\n"
+               "    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n")
     write_tests(project, "g", [{"input": 1}])
     with pytest.raises(KeyboardInterrupt):
         run_tests(project, "g")

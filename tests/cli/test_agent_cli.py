@@ -47,13 +47,15 @@ def express(input, ctx):
 
 @pytest.fixture
 def proj(tmp_path: Path) -> Path:
-    """A project with the wrapped formatter ``fmt`` and two plain genes ``up``, ``ex``."""
+    """A project with the wrapped formatter ``fmt`` and two plain genes ``up``, ``ex``
+    (wrapped too: an agent is made of wrapped genes)."""
     root = init_project(tmp_path / "proj")
     add_gene(root, "fmt", FORMATTER)
     add_gene(root, "up", "def express(input, ctx):\n    return str(input).upper()\n",
              domain="text")
     add_gene(root, "ex", "def express(input, ctx):\n    return input + '!'\n", domain="text")
-    wrap(root, "fmt")
+    for name in ("fmt", "up", "ex"):
+        wrap(root, name)
     return root
 
 

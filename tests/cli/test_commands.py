@@ -73,6 +73,7 @@ def test_init_makes_the_folders_and_is_idempotent(tmp_path: Path) -> None:
     assert out.strip() == f"Initialized rotifer project in {root.resolve()}"
     assert (root / ".rotifer").is_dir() and (root / "genes").is_dir()
     add_gene(root, "fmt", FORMATTER)
+    wrap(root, "fmt")
     ok(root, "agent", "create", "a", "--genes", "fmt")
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
     ok(tmp_path, "init", str(root))  # again: keeps everything
@@ -94,6 +95,7 @@ def test_init_refuses_a_file(tmp_path: Path) -> None:
 
 def test_the_project_is_found_upward_by_option_and_by_environment(proj: Path,
                                                                   tmp_path: Path) -> None:
+    wrap(proj, "fmt")
     ok(proj, "agent", "create", "a", "--genes", "fmt")
     deep = proj / "genes" / "fmt"
     assert "a " in ok(deep, "agent", "list")  # the nearest .rotifer/ upward

@@ -71,6 +71,7 @@ def test_a_stale_compiled_gene_gets_minus_two_with_a_hint(proj: Path) -> None:
     wasm = proj / "genes" / "prefs" / "gene.wasm"
     wasm.write_bytes(wasm.read_bytes() + b"\x00\x03\x01xy")
     err = refused(proj, "MEMORY_ACCESS_DENIED", "agent", "run", "w", "--input", "{}")
-    assert "hint: gene 'prefs' changed since it was last wrapped or compiled" in err
+    assert ("hint: gene 'prefs' changed since it was last compiled, so its memory calls are "
+            "refused: run `rotifer compile prefs` again") in err
     assert audit(proj)[-1]["action"] == "access_denied"
     assert audit(proj)[-1]["actor"] is None

@@ -138,6 +138,24 @@ def test_crashes_are_gene_failed(tmp_path: Path, code: str | bytes, message: str
     assert info.value.__cause__ is None
 
 
+def test_a_real_sigint_is_an_interruption_even_if_the_gene_swallows_it(tmp_path: Path) -> None:
+    """The gene sends itself a real SIGINT (what Ctrl-C delivers) and catches the
+    KeyboardInterrupt: the run is still interrupted, and the handler is restored."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    g = gene(tmp_path, "g", "import os, signal, time\n\ndef express(input, ctx):\n"
+                            "    try:\n        os.kill(os.getpid(), signal.SIGINT)\n"
+                            "        time.sleep(5)\n"
+                            "    except KeyboardInterrupt:\n        return 'swallowed'\n")
+    with pytest.raises(KeyboardInterrupt):
+        express(g, None, DeniedMemory())
+    assert signal.getsignal(signal.SIGINT) is before
+    g = gene(tmp_path, "h", "def express(input, ctx):\n    raise KeyboardInterrupt('mine')\n")
+    with pytest.raises(GeneFailed, match=r"KeyboardInterrupt \(raised by the gene itself\)"):
+        express(g, None, DeniedMemory())
+
+
 def test_no_express_function(tmp_path: Path) -> None:
     g = gene(tmp_path, "g", "express = 3\n")
     with pytest.raises(InvalidGene, match="defines no function express"):

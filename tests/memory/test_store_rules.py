@@ -258,6 +258,30 @@ def test_gene_without_v2_id_is_refused_everything(store: MemoryStore, rot: Path)
     assert all(line["actor"] is None for line in audit_lines(rot))
 
 
+MALFORMED_IDS = ["", "v2:", "v2:" + "A" * 64, "v2:" + "a" * 63, "v2:" + "a" * 65,
+                 "v1:" + "a" * 64, " v2:" + "a" * 64, "v2:" + "a" * 64 + "\n",
+                 "v2:" + "g" * 64, "formatter"]
+
+
+@pytest.mark.parametrize("bad", MALFORMED_IDS, ids=repr)
+def test_a_malformed_gene_id_is_no_v2_id(store: MemoryStore, rot: Path, bad: str) -> None:
+    """Anything but ``v2:`` + 64 lowercase hex is refused like no id at all: every
+    call MEMORY_ACCESS_DENIED and audited without an actor, nothing written, and the
+    malformed id never becomes an entry's createdBy."""
+    store.for_gene("agent", A, "fmt").write_memory("k", b"v", "CACHE", policy("ALL_GENES"))
+    g = store.for_gene("agent", bad, "fmt")
+    calls: list[Callable[[], object]] = [
+        lambda: g.read_memory("k"), lambda: g.write_memory("new", b"v", "CACHE"),
+        lambda: g.query_memory(), lambda: g.delete_memory("k"),
+    ]
+    for call in calls:
+        assert code_of(call) is ErrorCode.ACCESS_DENIED
+    denied_lines = [line for line in audit_lines(rot) if line["action"] == "access_denied"]
+    assert [line["operation"] for line in denied_lines] == ["read", "write", "query", "delete"]
+    assert all(line["actor"] is None for line in denied_lines)
+    assert [e.created_by for e in store.deployer("agent").list()] == [A]
+
+
 def test_denied_memory_outside_an_agent(tmp_path: Path) -> None:
     from rotifer.memory import AuditLog
     audit = AuditLog(tmp_path / "audit.jsonl", tmp_path / "telemetry.jsonl")

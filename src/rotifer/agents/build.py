@@ -16,6 +16,8 @@ is valid and follows the ABI.
 
 from __future__ import annotations
 
+import ast
+
 from rotifer.genes.errors import CompileFailed, InvalidGene
 from rotifer.genes.gene import Gene, register_gene, validate_gene_name
 
@@ -23,15 +25,25 @@ from .project import Project
 
 
 def check_gene(gene: Gene) -> None:
-    """Check the gene's code loads (INVALID_GENE for Python, COMPILE_FAILED for WASM)."""
+    """Check the gene's code loads (INVALID_GENE for Python, COMPILE_FAILED for WASM).
+
+    A Python gene whose module defines ``async def express`` is refused here,
+    where it can be seen without running anything (express must be synchronous)."""
     if gene.kind == "python":
         try:
-            compile(gene.code, str(gene.code_file), "exec", dont_inherit=True)
+            tree = ast.parse(gene.code, str(gene.code_file))
+            compile(tree, str(gene.code_file), "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as exc:
             where = f" line {exc.lineno}" if isinstance(exc, SyntaxError) else ""
             msg = exc.msg if isinstance(exc, SyntaxError) else str(exc)
             raise InvalidGene(
                 f"gene '{gene.name}': {gene.code_file.name}{where}: {msg}") from None
+        defs = [node for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and node.name == "express"]
+        if defs and isinstance(defs[-1], ast.AsyncFunctionDef):  # the last one is express
+            from rotifer.genes.python import not_synchronous
+
+            raise InvalidGene(not_synchronous(gene.name))
     elif gene.kind == "wasm":
         from rotifer.genes.wasm.compile import check_wasm, code_to_wasm
 

@@ -41,6 +41,7 @@ from rotifer.genes.errors import (
     AgentNotFound,
     InvalidAgent,
     InvalidComposition,
+    InvalidGene,
     RotiferError,
 )
 from rotifer.memory import DEFAULT_QUOTA_BYTES, DataPolicy, MemoryError
@@ -136,7 +137,11 @@ class Agents:
     # -- checks -----------------------------------------------------------------
 
     def _check_genes(self, genes: object) -> list[str]:
-        """Every gene must exist and load (GENE_NOT_FOUND, INVALID_PHENOTYPE, ...)."""
+        """Every gene must exist and load (GENE_NOT_FOUND, INVALID_PHENOTYPE, ...), and
+        its current content must be wrapped or compiled (INVALID_GENE): a gene
+        without a v2 id would have every memory call refused, which is never
+        what the one creating the agent meant (a gene `wrap` refused, say for a
+        SyntaxError, was never wrapped)."""
         if isinstance(genes, str) or not isinstance(genes, list | tuple):
             raise InvalidAgent("genes must be a list of gene names")
         names = [g.strip() if isinstance(g, str) else g for g in genes]
@@ -145,7 +150,13 @@ class Agents:
         for g in names:
             if not isinstance(g, str) or not g:
                 raise InvalidAgent(f"invalid gene name {g!r} in the gene list")
-            self.project.load_gene(g)
+            gene = self.project.load_gene(g)
+            if gene.v2_id is None:
+                from rotifer.genes.gene import unregistered
+
+                what, command = unregistered(gene, self.project.registry())
+                raise InvalidGene(f"gene '{g}' {what}: run {command} (an agent's genes "
+                                  "must be wrapped or compiled to use memory)")
         return list(names)
 
     # -- reading ------------------------------------------------------------------

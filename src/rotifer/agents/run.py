@@ -10,11 +10,13 @@
   afterwards (also when a case fails or the run is interrupted); it first
   removes the temporary memories of test runs that were killed.
 
-Hints.  A gene whose content changed since it was last wrapped or compiled
-has no v2 id; its memory calls are refused (MEMORY_ACCESS_DENIED, audited).
-The runner then produces a hint such as ``gene 'fmt' changed since it was
-last wrapped or compiled, so its memory calls are refused: run `rotifer wrap
-fmt` (or `rotifer compile fmt`) again``.  Pass a list as ``hints=`` to collect
+Hints.  A gene whose current content was never wrapped or compiled has no v2
+id; its memory calls are refused (MEMORY_ACCESS_DENIED, audited).  The runner
+then produces a hint that tells the two cases apart (see
+:func:`rotifer.genes.gene.unregistered`): ``gene 'fmt' changed since it was
+last wrapped, so its memory calls are refused: run `rotifer wrap fmt` again``,
+or ``gene 'fmt' was never wrapped, ...: run `rotifer wrap fmt```
+(``compile`` for a gene with a ``gene.wat``).  Pass a list as ``hints=`` to collect
 the hints (the CLI prints them on stderr as it likes); with ``hints=None`` they
 are written to stderr as ``hint: ...`` so they are never lost.
 
@@ -42,9 +44,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rotifer.genes import jsonvalue
 from rotifer.genes.errors import InvalidTests, RotiferError
 from rotifer.genes.execute import DEFAULT_DEADLINE_S, express
-from rotifer.genes.gene import Gene
+from rotifer.genes.gene import Gene, unregistered
 from rotifer.genes.python import LogSink
 from rotifer.memory import DeniedMemory, GeneMemoryAccess, MemoryError
 
@@ -54,6 +57,7 @@ from .project import Project, require_memory
 from .scratch import PREFIX, scratch_agent, sweep
 
 if TYPE_CHECKING:
+    from rotifer.genes.registry import Registry
     from rotifer.memory import Clock
 
 TESTS_FILE = "tests.json"
@@ -69,10 +73,9 @@ CASE_FIELDS = frozenset({"name", "input", "expect", "expectError"})
 # -- hints ----------------------------------------------------------------------
 
 
-def stale_hint(gene: Gene) -> str:
-    return (f"gene '{gene.name}' changed since it was last wrapped or compiled, so its memory "
-            f"calls are refused: run `rotifer wrap {gene.name}` (or `rotifer compile "
-            f"{gene.name}`) again")
+def stale_hint(gene: Gene, registry: Registry) -> str:
+    what, command = unregistered(gene, registry)
+    return f"gene '{gene.name}' {what}, so its memory calls are refused: run {command}"
 
 
 def _emit(hints: list[str] | None, text: str) -> None:
@@ -82,12 +85,12 @@ def _emit(hints: list[str] | None, text: str) -> None:
         hints.append(text)
 
 
-def _stale(genes: list[Gene], hints: list[str] | None) -> None:
+def _stale(genes: list[Gene], registry: Registry, hints: list[str] | None) -> None:
     seen: set[str] = set()
     for gene in genes:
         if gene.v2_id is None and gene.name not in seen:
             seen.add(gene.name)
-            _emit(hints, stale_hint(gene))
+            _emit(hints, stale_hint(gene, registry))
 
 
 # -- agents ---------------------------------------------------------------------
@@ -104,7 +107,7 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
     """
     spec = Agents(project).get(name)
     genes = [project.load_gene(g) for g in spec.genes]
-    _stale(genes, hints)
+    _stale(genes, project.registry(), hints)
     # The agent's memory must exist: a run never creates or repairs its store.
     store = project.open_store(name, clock, create=False)
     try:
@@ -193,7 +196,7 @@ def load_tests(gene: Gene) -> list[TestCase] | None:
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidTests(f"{where}: cannot read: {exc}") from None
     try:
-        doc = json.loads(text, parse_constant=_no_constant)
+        doc = jsonvalue.loads(text)
     except (ValueError, RecursionError) as exc:
         raise InvalidTests(f"{where}: not valid JSON: {exc}") from None
     if isinstance(doc, dict):
@@ -229,10 +232,6 @@ def load_tests(gene: Gene) -> list[TestCase] | None:
         cases.append(TestCase(name=name, input=raw["input"], expect=raw.get("expect"),
                               has_expect="expect" in raw, expect_error=code))
     return cases
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -282,7 +281,7 @@ def test_gene(project: Project, gene_name: str, *, deadline_s: float = DEFAULT_D
     cases = load_tests(gene)
     report = TestReport(gene=gene.name)
     if gene.v2_id is None:
-        report.hints.append(stale_hint(gene))
+        report.hints.append(stale_hint(gene, project.registry()))
     if cases is None:
         try:
             check_gene(gene)

@@ -29,30 +29,50 @@ def project_of(ctx: click.Context) -> Project:
     return Project.find(Path(explicit) if explicit is not None else None)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def parse_input(text: str) -> Any:
     """The ``--input`` argument as a JSON value; INVALID_INPUT when it is not JSON.
 
-    ``-`` reads the JSON from stdin, ``@FILE`` from a file.
+    ``-`` reads the JSON from stdin, ``@FILE`` from a file.  Text that is not
+    UTF-8 (bytes a shell passed as they were), numbers that overflow to
+    Infinity and strings holding lone surrogates (``"\\ud800"``) are refused
+    here, before any gene runs (see :mod:`rotifer.genes.jsonvalue`); the
+    message shows such text escaped, never raw.
     """
+    from rotifer.genes import jsonvalue
     from rotifer.genes.errors import InvalidInput
 
     source = "--input"
     if text == "-":
-        text, source = sys.stdin.read(), "stdin"
+        source = "stdin"
+        stdin = getattr(sys.stdin, "buffer", None)
+        data = stdin.read() if stdin is not None else sys.stdin.read().encode(
+            "utf-8", "surrogateescape")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"stdin is not UTF-8 text (byte {exc.start} is not)") from None
     elif text.startswith("@"):
         path = Path(text[1:])
+        source = jsonvalue.escaped(str(path), limit=200)
         try:
-            text, source = path.read_text(encoding="utf-8"), str(path)
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"cannot read the input file {path}: {exc}") from None
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise InvalidInput(f"cannot read the input file {source}: {reason}") from None
+    else:
+        try:  # argv bytes that were not UTF-8 arrive as surrogates (surrogateescape)
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"--input is not UTF-8 text (character {exc.start} is not)"
+                               ) from None
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        value = jsonvalue.loads(text)
     except (ValueError, RecursionError) as exc:
         raise InvalidInput(f"{source} is not valid JSON: {exc}") from None
+    problem = jsonvalue.problem_of(value)
+    if problem is not None:
+        raise InvalidInput(f"{source}: {problem}")
+    return value
 
 
 # -- showing text a gene (or a file) controls ---------------------------------------

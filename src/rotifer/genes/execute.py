@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rotifer.genes.errors import GeneUnavailable
+from rotifer.genes.errors import GeneFailed, GeneUnavailable, InvalidInput
 from rotifer.genes.gene import Gene
+from rotifer.genes.jsonvalue import problem_of
 from rotifer.genes.phenotype import validate_input
 from rotifer.genes.python import LogSink
 from rotifer.memory import GeneMemoryAccess
@@ -31,15 +32,30 @@ def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
             agent: str | None = None, log_sink: LogSink | None = None) -> Any:
     """Run ``gene`` on ``input`` with ``memory`` as what its memory calls reach.
 
-    The input is checked against the phenotype's ``inputSchema`` first
-    (INVALID_INPUT).  Raises GeneRejected, GeneFailed, GeneUnavailable, or a
-    MemoryError a gene let escape.  ``cache_dir`` is where compiled WASM
+    The input is checked first: that it is exactly JSON (no NaN or Infinity,
+    no lone surrogates: see :mod:`rotifer.genes.jsonvalue`), then against the
+    phenotype's ``inputSchema`` (both INVALID_INPUT).  The output is held to the
+    same JSON rule (GENE_FAILED).  Raises GeneRejected, GeneFailed,
+    GeneUnavailable, or a MemoryError a gene let escape.  ``cache_dir`` is where compiled WASM
     modules (``cache_dir/wasm``) and transpiled TypeScript (``cache_dir/node``)
     are kept between runs; ``agent`` and ``log_sink`` reach a Python
     or Node gene as ``ctx.agent`` and ``ctx.log``; ``log_sink`` also gets a
     WASM gene's log (``log``, ``trace``, WASI stdout/stderr lines).
     """
+    problem = problem_of(input, "input")
+    if problem is not None:
+        raise InvalidInput(f"gene '{gene.name}': {problem}")
     validate_input(gene.phenotype, input)
+    output = _run(gene, input, memory, deadline_s=deadline_s, cache_dir=cache_dir,
+                  agent=agent, log_sink=log_sink)
+    problem = problem_of(output, "output")
+    if problem is not None:
+        raise GeneFailed(f"gene '{gene.name}' returned a value that is not JSON: {problem}")
+    return output
+
+
+def _run(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
+         cache_dir: Path | None, agent: str | None, log_sink: LogSink | None) -> Any:
     if gene.kind == "python":
         from rotifer.genes.python import run_python_gene
 

@@ -8,6 +8,7 @@ that runs is exactly the code whose id was checked against the registry.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -83,6 +84,8 @@ def load_gene_dir(gene_dir: Path, registry: Registry | None = None, *, name: str
         code = code_file.read_bytes()
     except OSError as exc:
         raise InvalidGene(f"cannot read {code_file}: {exc.strerror or exc}") from None
+    if code_file.name == "gene.wasm":
+        _warn_if_wat_is_newer(gene_dir, code_file, name)
     computed = v2_id(phenotype.raw, code_file.name, code)
     registered = registry is not None and registry.is_registered(computed)
     kind = KIND_OF_CODE_FILE[code_file.name]
@@ -97,6 +100,41 @@ def load_gene_dir(gene_dir: Path, registry: Registry | None = None, *, name: str
         v1_id=v1_id(phenotype.raw),
         code=code,
     )
+
+
+_warned: set[Path] = set()
+
+
+def _warn_if_wat_is_newer(gene_dir: Path, wasm: Path, name: str) -> None:
+    """``gene.wasm`` runs, not ``gene.wat``: an edit of the source that was not
+    compiled again would silently run the old module, so say so on stderr
+    (once per process and gene; a warning only: the old module still runs)."""
+    wat = gene_dir / "gene.wat"
+    try:
+        newer = wat.stat().st_mtime_ns > wasm.stat().st_mtime_ns
+    except OSError:  # no gene.wat (the usual case), or it vanished
+        return
+    if newer and wat not in _warned:
+        _warned.add(wat)
+        print(f"warning: {gene_dir.parent.name}/{gene_dir.name}/gene.wat is newer than "
+              f"gene.wasm; run `rotifer compile {name}`", file=sys.stderr)
+
+
+def unregistered(gene: Gene, registry: Registry) -> tuple[str, str]:
+    """For a gene without a v2 id: what became of it and the command that gives
+    it one, e.g. ``("was never wrapped", "`rotifer wrap x`")`` or ``("changed
+    since it was last compiled", "`rotifer compile x` again")``.
+
+    "Never" when no content of a gene of this name was ever registered (the
+    registry keeps every id it was given), "changed" otherwise.  A gene with a
+    ``gene.wat`` is compiled (that writes the ``gene.wasm`` that runs), any
+    other gene is wrapped."""
+    verb, done = ("compile", "compiled") if (gene.path / "gene.wat").is_file() else \
+        ("wrap", "wrapped")
+    command = f"`rotifer {verb} {gene.name}`"
+    if registry.has_name(gene.name):
+        return f"changed since it was last {done}", f"{command} again"
+    return f"was never {done}", command
 
 
 def register_gene(gene: Gene, registry: Registry, *, via: str) -> Gene:

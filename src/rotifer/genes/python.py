@@ -20,9 +20,21 @@ What a gene can do and what it becomes:
   :class:`~rotifer.genes.errors.GeneRejected` -> ``GeneRejected``
 - let a :class:`rotifer.memory.MemoryError` escape -> re-raised as is, so the
   CLI prints e.g. ``MEMORY_ACCESS_DENIED: ...``
-- raise anything else, or fail to load -> ``GeneFailed`` naming the gene and
-  keeping the exception's type and message (no traceback: the user needs to
-  know what broke, not where in the runtime)
+- raise anything else (any ``BaseException``: ``sys.exit()``, a
+  ``KeyboardInterrupt`` it raises itself, its own ``BaseException``
+  subclass), or fail to load -> ``GeneFailed`` naming the gene and keeping
+  the exception's type and message (no traceback: the user needs to know what
+  broke, not where in the runtime).  A real Ctrl-C (SIGINT) while the gene
+  runs is still the user's interruption: it propagates as
+  ``KeyboardInterrupt`` (the CLI exits 130), even if the gene swallowed it.
+  The two are told apart by a SIGINT handler installed while the gene runs
+  in the main thread.
+- define ``async def express`` (or return a coroutine) -> ``GeneFailed``:
+  express must be synchronous; the coroutine is closed, never awaited, so no
+  RuntimeWarning leaks.  ``rotifer wrap`` refuses ``async def express``
+  statically (INVALID_GENE).
+- ``print()`` -> the gene's log (``[gene] line`` on stderr), never stdout:
+  see :mod:`rotifer.genes.prints`.
 - run past the deadline -> ``GeneFailed``.  The deadline is enforced with
   ``SIGALRM`` when the gene runs in the main thread (the CLI's case); in
   another thread it cannot be interrupted and runs to completion.
@@ -30,6 +42,7 @@ What a gene can do and what it becomes:
 
 from __future__ import annotations
 
+import inspect
 import json
 import signal
 import sys
@@ -40,6 +53,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
+from rotifer.genes.jsonvalue import problem_of
+from rotifer.genes.prints import prints_to_log
 from rotifer.memory import GeneMemoryAccess, MemoryError
 
 if TYPE_CHECKING:
@@ -117,15 +132,71 @@ def _load_express(gene: Gene) -> Callable[..., Any]:
         raise InvalidGene(
             f"gene '{gene.name}': {gene.code_file.name} defines no function express(input, ctx)"
         )
+    if inspect.iscoroutinefunction(express) or inspect.isasyncgenfunction(express):
+        raise GeneFailed(not_synchronous(gene.name))
     return express  # type: ignore[no-any-return]
+
+
+def not_synchronous(name: str) -> str:
+    """The one message for an ``async def express`` (at wrap and at run time)."""
+    return (f"gene '{name}': express must be a plain (synchronous) function: async def is "
+            "not supported (rotifer calls express and uses what it returns)")
+
+
+def _call(gene: Gene, express: Callable[..., Any], input: Any, ctx: GeneContext) -> Any:
+    output = express(input, ctx)
+    if inspect.iscoroutine(output):
+        output.close()  # never awaited: closing it keeps Python from warning about it
+        raise GeneFailed(not_synchronous(gene.name))
+    if inspect.isasyncgen(output):
+        raise GeneFailed(not_synchronous(gene.name))
+    return output
 
 
 def _as_json(gene: Gene, output: Any) -> Any:
     try:
         text = json.dumps(output, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise GeneFailed(f"gene '{gene.name}' returned a value that is not JSON: {exc}") from None
+        why = problem_of(output, "output") if not isinstance(exc, RecursionError) else None
+        raise GeneFailed(f"gene '{gene.name}' returned a value that is not JSON: "
+                         f"{why or exc}") from None
     return json.loads(text)
+
+
+class _Interrupt:
+    """While a gene runs in the main thread: SIGINT is recorded, then handled as
+    before (normally: ``KeyboardInterrupt``), so a ``KeyboardInterrupt`` the
+    gene raised itself can be told from the user's Ctrl-C."""
+
+    def __init__(self, active: bool) -> None:
+        self.active = active
+        self.seen = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _Interrupt:
+        if self.active:
+            self._previous = signal.getsignal(signal.SIGINT)
+            if self._previous is signal.SIG_IGN or self._previous is None:
+                self.active = False
+            else:
+                signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def _on_sigint(self, signum: int, frame: types.FrameType | None) -> None:
+        self.seen = True
+        if callable(self._previous):
+            self._previous(signum, frame)
+        else:  # SIG_DFL
+            raise KeyboardInterrupt
+
+    def swallowed(self) -> bool:
+        """A SIGINT came that should have raised KeyboardInterrupt (the handler
+        was Python's default) and yet the gene returned."""
+        return self.seen and self._previous in (signal.default_int_handler, signal.SIG_DFL)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 def run_python_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
@@ -138,36 +209,45 @@ def run_python_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
         agent=agent,
         _sink=log_sink,
     )
-    use_alarm = (deadline_s > 0 and threading.current_thread() is threading.main_thread()
-                 and hasattr(signal, "setitimer"))
+    main = threading.current_thread() is threading.main_thread()
+    use_alarm = deadline_s > 0 and main and hasattr(signal, "setitimer")
     previous: Any = None
 
     def on_alarm(signum: int, frame: types.FrameType | None) -> None:
         raise _Deadline()
 
+    interrupt = _Interrupt(main)
     try:
         if use_alarm:
             previous = signal.signal(signal.SIGALRM, on_alarm)
             signal.setitimer(signal.ITIMER_REAL, deadline_s)
         try:
-            express = _load_express(gene)
-            output = express(input, ctx)
+            with interrupt, prints_to_log(gene.name, log_sink):
+                express = _load_express(gene)
+                output = _call(gene, express, input, ctx)
         finally:
             if use_alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)
     except _Deadline:
         raise GeneFailed(f"gene '{gene.name}' ran past its deadline of {deadline_s:g} s") from None
+    except KeyboardInterrupt:
+        if interrupt.seen:
+            raise  # the user's Ctrl-C
+        raise GeneFailed(f"gene '{gene.name}' crashed: KeyboardInterrupt (raised by the gene "
+                         "itself)") from None
     except (MemoryError, GeneRejected, GeneFailed, InvalidGene):
         raise
     except RecursionError:
         raise GeneFailed(f"gene '{gene.name}' crashed: RecursionError: too deep") from None
-    except Exception as exc:
-        raise GeneFailed(f"gene '{gene.name}' crashed: {type(exc).__name__}: {exc}") from None
     except SystemExit as exc:
         raise GeneFailed(f"gene '{gene.name}' called exit({exc.code!r})") from None
+    except BaseException as exc:  # Exception, and a gene's own BaseException subclasses
+        raise GeneFailed(f"gene '{gene.name}' crashed: {type(exc).__name__}: {exc}") from None
     finally:
         if use_alarm:
             signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+    if interrupt.swallowed():
+        raise KeyboardInterrupt  # Ctrl-C the gene swallowed: the user still wants out
     output = _as_json(gene, output)
     rejection = rejection_of(output)
     if rejection is not None:

@@ -76,6 +76,10 @@ class Registry:
     def is_registered(self, gene_id: str) -> bool:
         return gene_id in self.entries()
 
+    def has_name(self, name: str) -> bool:
+        """Whether any content of a gene named ``name`` was ever registered."""
+        return any(info.get("name") == name for info in self.entries().values())
+
     def register(self, gene_id: str, info: dict[str, Any]) -> None:
         """Record ``gene_id`` (idempotent: re-registering keeps the first timestamp)."""
         try:

@@ -16,6 +16,7 @@ together, or does neither.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,22 +299,35 @@ class MemoryStore:
                 })
 
 
+#: What a gene id must look like (the gene layer's ``V2_ID_RE``; memory/ does not
+#: import genes/).  Checked once per view, so a call costs nothing more.
+_V2_ID = re.compile(r"v2:[0-9a-f]{64}")
+
+
 class GeneMemory:
-    """One gene's view of its agent's memory: the seed's four calls."""
+    """One gene's view of its agent's memory: the seed's four calls.
+
+    A ``gene_id`` that is not ``v2:`` + 64 lowercase hex digits is no v2 id:
+    the view refuses every call exactly as for ``gene_id=None`` (audited with
+    no actor), so a malformed string never becomes an entry's ``createdBy``."""
 
     def __init__(self, store: MemoryStore, agent_id: str, gene_id: str | None,
                  domain: str | None, data_policy: DataPolicy) -> None:
         self.store = store
         self.agent_id = agent_id
-        self.actor = None if gene_id is None else Actor(gene_id, domain)
+        self.actor: Actor | None = None
+        self._no_id = "this gene has no v2 id (wrap or compile it again), so it cannot use memory"
+        if isinstance(gene_id, str) and _V2_ID.fullmatch(gene_id):
+            self.actor = Actor(gene_id, domain)
+        elif gene_id is not None:
+            self._no_id = ("this gene's id is not a v2 id ('v2:' and 64 lowercase hex digits), "
+                           "so it cannot use memory")
         self.data_policy = data_policy
 
     def _require_actor(self, operation: str, key: object = None) -> Actor:
         if self.actor is None:
-            raise self.store.refuse_outside(
-                self.agent_id, operation,
-                "this gene has no v2 id (wrap or compile it again), so it cannot use memory",
-                key if isinstance(key, str) else None)
+            raise self.store.refuse_outside(self.agent_id, operation, self._no_id,
+                                            key if isinstance(key, str) else None)
         return self.actor
 
     # -- read -------------------------------------------------------------------
