@@ -163,40 +163,56 @@ def _as_json(gene: Gene, output: Any) -> Any:
     return json.loads(text)
 
 
+#: Signals whose Python handler may raise into a running gene: SIGINT (Ctrl-C)
+#: and, where the CLI turns them into an exception, SIGTERM and SIGHUP.
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                      if hasattr(signal, name))
+
+
 class _Interrupt:
-    """While a gene runs in the main thread: SIGINT is recorded, then handled as
-    before (normally: ``KeyboardInterrupt``), so a ``KeyboardInterrupt`` the
-    gene raised itself can be told from the user's Ctrl-C."""
+    """While a gene runs in the main thread: a stop signal (SIGINT, or SIGTERM
+    and SIGHUP when a Python handler raises for them) is recorded, then handled
+    as before (normally: ``KeyboardInterrupt`` or a subclass of it), so a
+    ``KeyboardInterrupt`` the gene raised itself can be told from the user's
+    Ctrl-C or a real SIGTERM."""
 
     def __init__(self, active: bool) -> None:
         self.active = active
         self.seen = False
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _Interrupt:
-        if self.active:
-            self._previous = signal.getsignal(signal.SIGINT)
-            if self._previous is signal.SIG_IGN or self._previous is None:
-                self.active = False
-            else:
-                signal.signal(signal.SIGINT, self._on_sigint)
+        if not self.active:
+            return self
+        for sig in _STOP_SIGNALS:
+            previous = signal.getsignal(sig)
+            # SIGINT's default raises KeyboardInterrupt; other signals' defaults
+            # end the process, so only Python handlers are wrapped for them.
+            if callable(previous) or (sig == signal.SIGINT and previous is signal.SIG_DFL):
+                self._previous[sig] = previous
+                signal.signal(sig, self._on_signal)
         return self
 
-    def _on_sigint(self, signum: int, frame: types.FrameType | None) -> None:
+    def _on_signal(self, signum: int, frame: types.FrameType | None) -> None:
         self.seen = True
-        if callable(self._previous):
-            self._previous(signum, frame)
-        else:  # SIG_DFL
+        previous = self._previous.get(signum)
+        if callable(previous):
+            previous(signum, frame)
+        else:  # SIGINT with SIG_DFL
             raise KeyboardInterrupt
 
     def swallowed(self) -> bool:
         """A SIGINT came that should have raised KeyboardInterrupt (the handler
         was Python's default) and yet the gene returned."""
-        return self.seen and self._previous in (signal.default_int_handler, signal.SIG_DFL)
+        return self.seen and self._previous.get(signal.SIGINT) in (
+            signal.default_int_handler, signal.SIG_DFL)
 
     def __exit__(self, *exc: object) -> None:
-        if self.active:
-            signal.signal(signal.SIGINT, self._previous)
+        for sig, previous in self._previous.items():
+            # A handler may have replaced ours meanwhile (the CLI ignores a second
+            # SIGTERM while it cleans up): that one stays.
+            if signal.getsignal(sig) == self._on_signal:
+                signal.signal(sig, previous)
 
 
 def run_python_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
