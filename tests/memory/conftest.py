@@ -124,8 +124,13 @@ def _free_port() -> int:
 class PgServer:
     """A PostgreSQL cluster in a temporary directory, on 127.0.0.1 only."""
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, *, crash_safe: bool = False) -> None:
         self.bindir = bindir
+        #: A server the test kills must keep what it acknowledged: with
+        #: synchronous_commit=off a commit is confirmed before its WAL is written,
+        #: so a SIGKILL loses the last ones.  (fsync=off is fine either way: a
+        #: killed process leaves the kernel's page cache intact.)
+        self.crash_safe = crash_safe
         self.root = Path(tempfile.mkdtemp(prefix="rotifer-pg-"))
         self.data = self.root / "data"
         self.port = 0
@@ -158,13 +163,9 @@ class PgServer:
         last = ""
         for _ in range(5):  # a free port can be taken between probing and binding
             self.port = _free_port()
-            options = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
-                       f"-c unix_socket_directories={self.root} -c fsync=off "
-                       "-c synchronous_commit=off -c full_page_writes=off "
-                       "-c max_connections=200 -c shared_buffers=64MB")
             done = self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l",
-                             str(self.root / "server.log"), "-w", "-t", "60", "-o", options,
-                             "start")
+                             str(self.root / "server.log"), "-w", "-t", "60", "-o",
+                             self._options(), "start")
             if done.returncode == 0:
                 self.started = True
                 break
@@ -175,6 +176,13 @@ class PgServer:
             raise RuntimeError(f"PostgreSQL did not start: {last}")
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
             conn.execute("CREATE DATABASE rotifer")
+
+    def _options(self) -> str:
+        commit = "on" if self.crash_safe else "off"
+        return (f"-c listen_addresses=127.0.0.1 -p {self.port} "
+                f"-c unix_socket_directories={self.root} -c fsync=off "
+                f"-c synchronous_commit={commit} -c full_page_writes=off "
+                "-c max_connections=200 -c shared_buffers=64MB")
 
     def url(self, dbname: str = "rotifer") -> str:
         return f"postgresql://rotifer@127.0.0.1:{self.port}/{dbname}"
@@ -202,17 +210,13 @@ class PgServer:
 
     def restart(self) -> None:
         """Start the server again on the same port (after a crash or a stop)."""
-        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
-                   f"-c unix_socket_directories={self.root} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off "
-                   "-c max_connections=200 -c shared_buffers=64MB")
         # A killed postmaster leaves its lock files, and may linger as an unreaped
         # zombie that still "exists" for the stale-lock check.
         for stale in (self.data / "postmaster.pid", self.root / f".s.PGSQL.{self.port}.lock"):
             with contextlib.suppress(OSError):
                 stale.unlink()
         done = self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l",
-                         str(self.root / "server.log"), "-w", "-t", "60", "-o", options, "start")
+                         str(self.root / "server.log"), "-w", "-t", "60", "-o", self._options(), "start")
         if done.returncode != 0:
             log = ""
             with contextlib.suppress(OSError):
@@ -297,7 +301,7 @@ def own_pg_server(pg_url: str) -> Iterator[PgServer]:
         pytest.skip("needs the PostgreSQL binaries to start a server of its own")
     bindir = find_pg_bindir()
     assert bindir is not None  # pg_url found them
-    server = PgServer(bindir)
+    server = PgServer(bindir, crash_safe=True)
     try:
         server.start()
     except BaseException:
