@@ -38,6 +38,11 @@ def describe(settings: Settings) -> str:
             f"({settings.cli_rounds} rounds for commands)")
 
 
+def describe_tables(settings: Settings) -> str:
+    return (f"{settings.loops} loops per latency process; per-call times are medians of "
+            f"{settings.rounds} interleaved rounds of {settings.iters} calls")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds, scales up to 10,000")
@@ -75,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         if chosen:
             write_doc(args.out, block(results, describe(settings)))
         for name, table in tables.items():
-            write_doc(args.out, table_block(name, table, describe(settings)), name)
+            write_doc(args.out, table_block(name, table, describe_tables(settings)), name)
         print(f"bench: wrote {args.out}", file=sys.stderr)
     return 0  # a missed target is a finding, not a failure of the harness
 

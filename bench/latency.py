@@ -167,6 +167,8 @@ def run(root: Path, settings: Settings) -> str:
         with Server(bindir) as server:
             rows += measure(root / "postgres", server.database("latency"), "PostgreSQL",
                             settings)
+            notes.append(f"PostgreSQL {server.version} (`fsync=off`, "
+                         "`synchronous_commit=off`), reached directly.")
     samples = settings.loops
     notes.insert(0, f"{samples} timed loops per process (after {WARMUP_LOOPS} untimed); "
                     "percentiles over all processes' calls.")

@@ -56,6 +56,7 @@ class Server:
             os.chown(self.root, nobody.pw_uid, nobody.pw_gid)
             self.run_as = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
         self.started = False
+        self.version = "?"
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C",
@@ -100,6 +101,9 @@ class Server:
             last = done.stderr + done.stdout
         else:
             raise RuntimeError(f"PostgreSQL did not start: {last}")
+        with psycopg.connect(self.url("postgres")) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+            self.version = str(row[0]).split()[0] if row else "?"
 
     def database(self, name: str) -> str:
         """A new, empty database; its URL."""

@@ -107,10 +107,18 @@ class Count:
 
 
 def label(sql: str) -> str:
-    """``SELECT memory_agents JOIN memory_entries``: the verb and the tables, short."""
-    head = sql.split()[0].upper() if sql.split() else "?"
-    if head in ("BEGIN", "COMMIT", "ROLLBACK", "SET"):
+    """``SELECT memory_agents JOIN memory_entries``: the verb and the tables, short
+    (statements sent in one query text joined with ``;``)."""
+    return "; ".join(_label(part) for part in sql.split(";") if part.strip())
+
+
+def _label(sql: str) -> str:
+    words = sql.split()
+    head = words[0].upper()
+    if head in ("BEGIN", "COMMIT", "ROLLBACK"):
         return head
+    if head == "SET":
+        return " ".join(words[:3])
     tables = re.findall(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+(?!SET\b)(\w+)", sql, re.I)
     text = f"{head} " + " JOIN ".join(dict.fromkeys(tables))
     return text + (" FOR UPDATE" if "FOR UPDATE" in sql.upper() else "")
@@ -179,7 +187,8 @@ def run(root: Path, settings: Settings) -> str:
                     lite_t[name], pg_t[name] = t["sqlite"], t["pg"]
             finally:
                 pg.close()
-        return render(direct, pooled, lite_t, pg_t)
+        return render(direct, pooled, lite_t, pg_t) + (
+            f"\nPostgreSQL {server.version}; {WARM} warm-up calls, then {COUNTED} counted.\n")
     finally:
         lite.close()
 

@@ -10,7 +10,8 @@ byte and a length.  Counted:
   extended-protocol exchange): the client then waits for ``ReadyForQuery``.
   psycopg without a pipeline sends one per ``execute``, plus one when it first
   prepares a statement;
-- **statements**: ``Q`` and ``E`` (``Execute``) messages.
+- **statements**: ``E`` (``Execute``) messages, and the statements of each ``Q``
+  (its text split at ``;``: rotifer's SQL has no ``;`` inside literals).
 
 A message is counted *before* it is passed on, so once a call has returned,
 everything it sent has been counted.  No timing is done through the relay.
@@ -44,7 +45,7 @@ class Relay:
         """(round trips, statements, SQL texts so far)."""
         with self.lock:
             m = self.messages
-            return m["Q"] + m["S"], m["Q"] + m["E"], len(self.texts)
+            return m["Q"] + m["S"], m["Q;"] + m["E"], len(self.texts)
 
     def close(self) -> None:
         for s in self.sockets:
@@ -103,6 +104,8 @@ class Relay:
         with self.lock:
             self.messages[kind] += 1
             if kind == "Q":
-                self.texts.append(body.rstrip(b"\0").decode(errors="replace"))
+                text = body.rstrip(b"\0").decode(errors="replace")
+                self.texts.append(text)
+                self.messages["Q;"] += sum(1 for part in text.split(";") if part.strip())
             elif kind == "P":
                 self.texts.append(body.split(b"\0")[1].decode(errors="replace"))

@@ -63,11 +63,11 @@ def test_relay_counts_round_trips_and_statements(server: pgserver.Server) -> Non
             before = relay.snapshot()
             for _ in range(3):
                 conn.execute("SELECT %s::int", (1,))  # extended protocol: Parse..Sync
-            conn.pgconn.exec_(b"SELECT 1; SELECT 2")  # one simple query, one round trip
+            conn.pgconn.exec_(b"SELECT 1; SELECT 2")  # one simple query: 1 round trip, 2 statements
             after = relay.snapshot()
     finally:
         relay.close()
-    assert (after[0] - before[0], after[1] - before[1]) == (4, 4)
+    assert (after[0] - before[0], after[1] - before[1]) == (4, 5)
     assert relay.texts[-1] == "SELECT 1; SELECT 2"
 
 
@@ -76,7 +76,8 @@ def test_statement_labels() -> None:
         == "SELECT memory_agents FOR UPDATE"
     assert roundtrips.label("INSERT INTO memory_entries (a) VALUES ($1) ON CONFLICT (a) "
                             "DO UPDATE SET a = excluded.a") == "INSERT memory_entries"
-    assert roundtrips.label("begin isolation level read committed") == "BEGIN"
+    assert roundtrips.label("begin isolation level read committed; SET LOCAL lock_timeout = 5") \
+        == "BEGIN; SET LOCAL lock_timeout"
 
 
 def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
