@@ -10,12 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import memory
-from .report import Result, block, render, write_doc
+from .report import Result, block, render, table_block, write_doc
 from .timing import FULL, QUICK, TINY, Settings
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 Suite = Callable[[Path, Settings], list[Result]]
+#: A suite whose figures do not fit the ratio table: it returns its own markdown,
+#: written between its own markers (``report.markers(name)``).
+TableSuite = Callable[[Path, Settings], str]
 
 
 def suites() -> dict[str, Suite]:
@@ -24,9 +27,20 @@ def suites() -> dict[str, Suite]:
     return {"memory": memory.run, "peer": peer.run, "wasm": wasm.run, "cli": cli.run}
 
 
+def table_suites() -> dict[str, TableSuite]:
+    from . import latency, roundtrips
+
+    return {"latency": latency.run, "roundtrips": roundtrips.run}
+
+
 def describe(settings: Settings) -> str:
     return (f"medians of {settings.rounds} interleaved rounds of {settings.iters} calls "
             f"({settings.cli_rounds} rounds for commands)")
+
+
+def describe_tables(settings: Settings) -> str:
+    return (f"{settings.loops} loops per latency process; per-call times are medians of "
+            f"{settings.rounds} interleaved rounds of {settings.iters} calls")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,22 +50,37 @@ def main(argv: list[str] | None = None) -> int:
                         help="a handful of calls on tiny agents: checks the harness, not speed")
     parser.add_argument("--out", type=Path, default=DOC, help="the markdown file to update")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
-    parser.add_argument("--only", nargs="+", choices=sorted(suites()), help="run these suites")
+    parser.add_argument("--only", nargs="+", choices=sorted([*suites(), *table_suites()]),
+                        help="run these suites")
     args = parser.parse_args(argv)
     settings = TINY if args.tiny else QUICK if args.quick else FULL
+    chosen = [name for name in suites() if not args.only or name in args.only]
     results: list[Result] = []
+    tables: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="rotifer-bench-") as tmp:
-        for name, suite in suites().items():
-            if args.only and name not in args.only:
-                continue
+        for name in chosen:
             start = time.perf_counter()
-            part = suite(Path(tmp) / name, settings)
+            part = suites()[name](Path(tmp) / name, settings)
             print(f"bench: {name}: {len(part)} rows in {time.perf_counter() - start:.1f} s",
                   file=sys.stderr)
             results += part
-    print(render(results))
+        for name, table_suite in table_suites().items():
+            if args.only and name not in args.only:
+                continue
+            start = time.perf_counter()
+            tables[name] = table_suite(Path(tmp) / name, settings)
+            print(f"bench: {name}: table in {time.perf_counter() - start:.1f} s",
+                  file=sys.stderr)
+    if chosen:
+        print(render(results))
+    for table in tables.values():
+        print(table)
     if not args.no_write:
-        write_doc(args.out, block(results, describe(settings)))
+        # Only the blocks of the suites that ran: `--only latency` keeps the main table.
+        if chosen:
+            write_doc(args.out, block(results, describe(settings)))
+        for name, table in tables.items():
+            write_doc(args.out, table_block(name, table, describe_tables(settings)), name)
         print(f"bench: wrote {args.out}", file=sys.stderr)
     return 0  # a missed target is a finding, not a failure of the harness
 

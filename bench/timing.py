@@ -30,6 +30,10 @@ class Settings:
     scales: tuple[int, ...] = (100, 10_000, 100_000)
     #: Value sizes in bytes.
     sizes: tuple[int, ...] = (100, 10 * 1024)
+    #: Worker process counts of the latency suite (all on one agent).
+    procs: tuple[int, ...] = (1, 4, 16)
+    #: Loops of the four calls each latency worker times.
+    loops: int = 400
 
     @property
     def calls(self) -> int:
@@ -37,9 +41,10 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(rounds=7, iters=10, cli_rounds=5, scales=(100, 10_000))
+QUICK = Settings(rounds=7, iters=10, cli_rounds=5, scales=(100, 10_000), loops=100)
 #: For tests of the harness itself: a handful of calls, tiny agents.
-TINY = Settings(rounds=3, iters=2, cli_rounds=2, scales=(100, 200), sizes=(100,))
+TINY = Settings(rounds=3, iters=2, cli_rounds=2, scales=(100, 200), sizes=(100,),
+                procs=(1, 2), loops=4)
 
 
 def compare(ops: Mapping[str, Op], *, rounds: int, iters: int, warmup: int = 1
