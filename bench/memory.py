@@ -75,7 +75,7 @@ def populate(backend: SqliteBackend, agent: str, rows: Iterator[Row], quota: int
     with backend.write(agent) as tx:
         tx.insert_agent(AgentRecord(agent, quota, DataPolicy(), 0, 1))
         tx.conn.executemany(INSERT_SQL, params())
-        tx.update_agent(agent, used + used_extra, count + 1)
+        tx.update_agent(agent, used + used_extra, count + 1, 0)
     return used
 
 

@@ -59,6 +59,7 @@ and counters are ``bigint`` microseconds.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import threading
@@ -75,6 +76,7 @@ from psycopg.types.json import Jsonb
 from .backend import (
     AGENT_COLUMNS,
     BRIEF_COLUMNS,
+    LOOKUP_ROW_AT,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
@@ -88,7 +90,7 @@ from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, S
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 BATCH: Final = 256
 #: The first page of the cleanup and expiry scans (they double from there).
 FIRST_PAGE: Final = 16
@@ -122,6 +124,7 @@ CREATE TABLE IF NOT EXISTS memory_agents (
     anonymization_supported boolean NOT NULL,
     used_bytes bigint NOT NULL CHECK (used_bytes >= 0),
     next_seq bigint NOT NULL,
+    last_us bigint NOT NULL DEFAULT 0,
     -- The store checks the quota, and this keeps a bug from committing past it.
     CHECK (used_bytes <= quota_bytes)
 );
@@ -150,7 +153,25 @@ CREATE INDEX IF NOT EXISTS memory_entries_recent
     ON memory_entries (agent_id, updated_us, seq);
 CREATE INDEX IF NOT EXISTS memory_entries_expiry
     ON memory_entries (agent_id, expires_us, seq) WHERE expires_us IS NOT NULL;
+CREATE TABLE IF NOT EXISTS memory_audit (
+    id bigserial PRIMARY KEY,
+    agent_id text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    line text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_audit_agent ON memory_audit (agent_id, id);
 """
+
+#: Upgrades in place from the version before each (one transaction, under the
+#: schema lock).  2: ``memory_agents.last_us`` and the ``memory_audit`` table
+#: (issue 15); the table itself is created by :data:`SCHEMA`.
+MIGRATIONS: Final = {
+    2: (
+        "ALTER TABLE memory_agents ADD COLUMN IF NOT EXISTS last_us bigint NOT NULL DEFAULT 0",
+        "UPDATE memory_agents a SET last_us = coalesce((SELECT max(updated_us) FROM "
+        "memory_entries e WHERE e.agent_id = a.agent_id), 0)",
+    ),
+}
 
 PUT_SQL: Final = put_sql("%s")
 LOOKUP_SQL: Final = lookup_sql("%s")
@@ -210,7 +231,7 @@ def make_brief(r: tuple[Any, ...]) -> Brief:
 
 
 def make_agent(r: tuple[Any, ...]) -> AgentRecord:
-    return AgentRecord(r[0], r[1], DataPolicy(r[2], bool(r[3])), r[4], r[5])
+    return AgentRecord(r[0], r[1], DataPolicy(r[2], bool(r[3])), r[4], r[5], r[6])
 
 
 class PostgresTransaction:
@@ -243,13 +264,15 @@ class PostgresTransaction:
 
     def insert_agent(self, record: AgentRecord) -> None:
         self._run(
-            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
             (record.agent_id, record.quota_bytes, record.data_policy.max_retention_days,
-             record.data_policy.anonymization_supported, record.used_bytes, record.next_seq))
+             record.data_policy.anonymization_supported, record.used_bytes, record.next_seq,
+             record.last_us))
 
-    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int) -> None:
-        n = self._run("UPDATE memory_agents SET used_bytes = %s, next_seq = %s WHERE agent_id = %s",
-                      (used_bytes, next_seq, agent_id))
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int
+                     ) -> None:
+        n = self._run("UPDATE memory_agents SET used_bytes = %s, next_seq = %s, last_us = %s "
+                      "WHERE agent_id = %s", (used_bytes, next_seq, last_us, agent_id))
         if n != 1:
             raise storage(f"agent {agent_id!r} has no memory")
 
@@ -275,7 +298,8 @@ class PostgresTransaction:
         r = self._one(LOOKUP_SQL, (now_us, key, agent_id))
         if r is None:
             return None
-        return make_agent(r[:6]), bool(r[6]), None if r[7] is None else make_row(r[7:])
+        at = LOOKUP_ROW_AT
+        return make_agent(r[:at - 1]), bool(r[at - 1]), None if r[at] is None else make_row(r[at:])
 
     def put(self, row: Row) -> None:
         self._run(PUT_SQL, row_params(row))
@@ -364,6 +388,17 @@ class PostgresTransaction:
         r = self._one("SELECT count(*) FROM memory_entries WHERE agent_id = %s", (agent_id,))
         return int(r[0]) if r else 0
 
+    def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
+        """One statement for all of a change's lines; ids (commit order per agent,
+        as the agent's row lock is held) come from the sequence."""
+        self._run("INSERT INTO memory_audit (agent_id, seq, line) "
+                  "SELECT %s, %s, unnest(%s::text[])", (agent_id, seq, lines))
+
+    def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
+        rows = self.conn.execute("SELECT line FROM memory_audit WHERE agent_id = %s "
+                                 "ORDER BY id", (agent_id,)).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
     def sum_sizes(self, agent_id: str) -> int:
         r = self._one("SELECT coalesce(sum(size), 0)::bigint FROM memory_entries "
                       "WHERE agent_id = %s", (agent_id,))
@@ -390,6 +425,7 @@ class PostgresBackend:
     """PostgreSQL behind the backend interface; safe across threads and processes."""
 
     name = "postgresql"
+    keeps_audit = True
 
     def __init__(self, url: str, *, max_idle: int = MAX_IDLE,
                  lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> None:
@@ -504,17 +540,24 @@ class PostgresBackend:
             conn.execute("BEGIN")
             # One creator at a time: concurrent CREATE TABLE IF NOT EXISTS can collide.
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key("\x00schema"),))
+            conn.execute(SCHEMA.split(";", 1)[0])  # memory_meta, to read the version
+            version = conn.execute(
+                "SELECT value FROM memory_meta WHERE name = 'schema_version'").fetchone()
+            known = int(version[0]) if version is not None and version[0].isdigit() else None
+            if version is not None and (known is None or known > SCHEMA_VERSION):
+                raise storage(
+                    f"the memory database at {self.location} has schema version "
+                    f"{version[0]}; this rotifer knows up to {SCHEMA_VERSION} (upgrade rotifer)")
+            if known is not None and known < SCHEMA_VERSION:
+                for number in range(known + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[number]:
+                        conn.execute(statement)
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT INTO memory_meta VALUES ('schema_version', %s) "
-                         "ON CONFLICT (name) DO NOTHING", (str(SCHEMA_VERSION),))
-            version = conn.execute(
-                "SELECT value FROM memory_meta WHERE name = 'schema_version'").fetchone()
-            if version is None or version[0] != str(SCHEMA_VERSION):
-                raise storage(
-                    f"the memory database at {self.location} has schema version "
-                    f"{version[0] if version else '?'}; this rotifer knows {SCHEMA_VERSION}")
+                         "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                         (str(SCHEMA_VERSION),))
             conn.execute("COMMIT")
         except psycopg.Error as exc:
             self._rollback(conn)

@@ -26,7 +26,9 @@ from types import TracebackType
 from typing import Any
 
 from .backend import (
+    AGENT_COLUMNS,
     BRIEF_COLUMNS,
+    LOOKUP_ROW_AT,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
@@ -46,7 +48,8 @@ CREATE TABLE IF NOT EXISTS memory_agents (
     max_retention_days INTEGER,
     anonymization_supported INTEGER NOT NULL,
     used_bytes INTEGER NOT NULL,
-    next_seq INTEGER NOT NULL
+    next_seq INTEGER NOT NULL,
+    last_us INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS memory_entries (
     agent_id TEXT NOT NULL,
@@ -74,6 +77,20 @@ CREATE INDEX IF NOT EXISTS memory_entries_recent
 CREATE INDEX IF NOT EXISTS memory_entries_expiry
     ON memory_entries (agent_id, expires_us, seq) WHERE expires_us IS NOT NULL;
 """
+
+#: ``PRAGMA user_version`` of a database this code made or upgraded.  0 is a
+#: database from before versions were kept (no ``last_us`` column); 2 adds
+#: ``memory_agents.last_us`` (issue 15: a change's time never runs backwards).
+SCHEMA_VERSION = 2
+#: Upgrades in place, each from the version before it, in one transaction.
+MIGRATIONS = {
+    2: (
+        "ALTER TABLE memory_agents ADD COLUMN last_us INTEGER NOT NULL DEFAULT 0",
+        # The next change must come after everything already stored.
+        "UPDATE memory_agents SET last_us = coalesce((SELECT max(updated_us) FROM "
+        "memory_entries e WHERE e.agent_id = memory_agents.agent_id), 0)",
+    ),
+}
 
 PUT_SQL = put_sql("?")
 LOOKUP_SQL = lookup_sql("?")
@@ -159,7 +176,7 @@ def make_brief(r: tuple[Any, ...]) -> Brief:
 
 
 def make_agent(r: tuple[Any, ...]) -> AgentRecord:
-    return AgentRecord(r[0], r[1], _data_policy(r[2], bool(r[3])), r[4], r[5])
+    return AgentRecord(r[0], r[1], _data_policy(r[2], bool(r[3])), r[4], r[5], r[6])
 
 
 @functools.lru_cache(maxsize=256)
@@ -178,9 +195,8 @@ class SqliteTransaction:
         return row
 
     def get_agent(self, agent_id: str) -> AgentRecord | None:
-        r = self._one(
-            "SELECT agent_id, quota_bytes, max_retention_days, anonymization_supported, "
-            "used_bytes, next_seq FROM memory_agents WHERE agent_id = ?", (agent_id,))
+        r = self._one(f"SELECT {AGENT_COLUMNS} FROM memory_agents WHERE agent_id = ?",
+                      (agent_id,))
         return None if r is None else make_agent(r)
 
     def list_agents(self) -> list[str]:
@@ -189,14 +205,16 @@ class SqliteTransaction:
 
     def insert_agent(self, record: AgentRecord) -> None:
         self.conn.execute(
-            "INSERT INTO memory_agents VALUES (?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (record.agent_id, record.quota_bytes, record.data_policy.max_retention_days,
-             int(record.data_policy.anonymization_supported), record.used_bytes, record.next_seq))
+             int(record.data_policy.anonymization_supported), record.used_bytes, record.next_seq,
+             record.last_us))
 
-    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int) -> None:
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int
+                     ) -> None:
         cur = self.conn.execute(
-            "UPDATE memory_agents SET used_bytes = ?, next_seq = ? WHERE agent_id = ?",
-            (used_bytes, next_seq, agent_id))
+            "UPDATE memory_agents SET used_bytes = ?, next_seq = ?, last_us = ? "
+            "WHERE agent_id = ?", (used_bytes, next_seq, last_us, agent_id))
         if cur.rowcount != 1:
             raise storage(f"agent {agent_id!r} has no memory")
 
@@ -214,7 +232,8 @@ class SqliteTransaction:
         r = self._one(LOOKUP_SQL, (now_us, key, agent_id))
         if r is None:
             return None
-        return make_agent(r[:6]), bool(r[6]), None if r[7] is None else make_row(r[7:])
+        at = LOOKUP_ROW_AT
+        return make_agent(r[:at - 1]), bool(r[at - 1]), None if r[at] is None else make_row(r[at:])
 
     def put(self, row: Row) -> None:
         # An upsert, not INSERT OR REPLACE: replacing deletes the old row and
@@ -310,10 +329,34 @@ class SqliteTransaction:
         r = self._one("SELECT count(*) FROM memory_entries WHERE agent_id = ?", (agent_id,))
         return int(r[0]) if r else 0
 
+    def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
+        """SQLite keeps no copy: the one ``audit.jsonl`` beside it is the record."""
+
+    def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
+        return None
+
     def sum_sizes(self, agent_id: str) -> int:
         r = self._one("SELECT coalesce(sum(size), 0) FROM memory_entries WHERE agent_id = ?",
                       (agent_id,))
         return int(r[0]) if r else 0
+
+
+def _upgrade(conn: sqlite3.Connection, path: Path) -> None:
+    """Create the tables, or bring an older database up to :data:`SCHEMA_VERSION`
+    (inside the caller's write transaction: all of it or none of it)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise storage(f"the memory database {path} has schema version {version}; this "
+                      f"rotifer knows up to {SCHEMA_VERSION} (upgrade rotifer)")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "memory_agents" in tables and version < SCHEMA_VERSION:
+        for number in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[number]:
+                conn.execute(statement)
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -325,6 +368,7 @@ class SqliteBackend:
     """SQLite behind the backend interface; safe across threads and processes."""
 
     name = "sqlite"
+    keeps_audit = False
 
     def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         """Open (and create if needed) the database at ``path``.
@@ -348,16 +392,24 @@ class SqliteBackend:
             if mode is None or str(mode[0]).lower() != "wal":
                 raise storage(f"the memory database {path} cannot use WAL mode (got {mode})")
             self.conn.execute("PRAGMA synchronous = NORMAL")
-            with self.write(None) as tx:
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        tx.conn.execute(statement)
+            if self.conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                with self.write(None) as tx:
+                    _upgrade(tx.conn, path)
         except sqlite3.Error as exc:
             self.conn.close()
             raise storage(f"the memory database {path} is not usable: {exc}") from exc
         except MemoryError:
             self.conn.close()
             raise
+
+    def _abandoned(self) -> None:
+        """Roll back a transaction an interrupt left open (Ctrl-C or a deadline's
+        signal raised where no ``finally`` could run, e.g. on entering
+        ``__exit__``): transactions never nest, so an open one here is dead, and
+        reading through it would see changes that were never committed."""
+        with suppress(sqlite3.Error):  # a closed connection fails at its next statement
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
 
     def _begin(self, statement: str) -> None:
         deadline = time.monotonic() + self.busy_timeout_s
@@ -405,11 +457,15 @@ class _Transaction(AbstractContextManager[SqliteTransaction]):
         backend = self.backend
         backend._lock.acquire()
         try:
+            backend._abandoned()
             backend._begin(self.begin)
         except sqlite3.Error as exc:
             backend._lock.release()
             raise storage(f"memory store failed: {exc}") from exc
-        except BaseException:
+        except BaseException:  # an interrupt, possibly just after BEGIN ran
+            if backend.conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    backend.conn.execute("ROLLBACK")
             backend._lock.release()
             raise
         return SqliteTransaction(backend.conn)
@@ -432,6 +488,12 @@ class _Transaction(AbstractContextManager[SqliteTransaction]):
                     conn.execute("ROLLBACK")
                 raise storage(f"memory store failed to commit: {commit_exc}") from commit_exc
         finally:
+            # An interrupt (Ctrl-C, a deadline's signal) raised here before COMMIT
+            # ran leaves the transaction open: end it, so the connection is clean
+            # for the next call and for asking whether the change committed.
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             backend._lock.release()
 
 
@@ -445,6 +507,11 @@ class _Peek(AbstractContextManager[SqliteTransaction]):
 
     def __enter__(self) -> SqliteTransaction:
         self.backend._lock.acquire()
+        try:
+            self.backend._abandoned()
+        except BaseException:
+            self.backend._lock.release()
+            raise
         return SqliteTransaction(self.backend.conn)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

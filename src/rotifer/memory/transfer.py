@@ -78,6 +78,7 @@ time that follows from its retention, the quota).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -88,6 +89,7 @@ from typing import Any, Final
 
 from .audit import DEPLOYER
 from .backend import AgentRecord, Row, Transaction
+from .changes import Change, log_change, settle
 from .clock import format_time, parse_time
 from .errors import ErrorCode, MemoryError, invalid, storage
 from .model import (
@@ -434,7 +436,10 @@ def _verify(tx: Transaction, record: AgentRecord, rows: list[Row], bundle: Mappi
     settings, the count and bytes, every row field by field, and the export's
     total checksum recomputed from the rows as stored."""
     agent_id = record.agent_id
-    if tx.get_agent(agent_id) != record:
+    held = tx.get_agent(agent_id)
+    # last_us is the time of the import itself, not part of what was exported.
+    if held is None or dataclasses.replace(held, last_us=0) != \
+            dataclasses.replace(record, last_us=0):
         raise storage(f"verification failed: agent {agent_id!r}'s settings differ after copying")
     count, used = tx.count(agent_id), tx.sum_sizes(agent_id)
     if count != len(rows) or used != record.used_bytes:
@@ -452,21 +457,32 @@ def _import(store: MemoryStore, record: AgentRecord, rows: list[Row], bundle: Ma
     """Create the agent and its entries in one transaction, verified and audited
     before it commits."""
     agent_id = record.agent_id
-    now = store.clock.now_us()
-    with store.backend.write(agent_id) as tx:
-        if tx.get_agent(agent_id) is not None:
-            raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
-                          "nothing was changed (remove it there first if it must go)")
-        tx.insert_agent(record)
-        for row in rows:
-            tx.put(row)
-        _verify(tx, record, rows, bundle)
-        lines = [_line(now, agent_id, "import_agent", nbytes=record.used_bytes,
-                       entries=len(rows), sha256=bundle["sha256"], quotaBytes=record.quota_bytes,
-                       dataPolicy=record.data_policy.to_json(), via=via, source=origin)]
-        lines += [_line(now, agent_id, "import", r.key, r.category, r.size,
-                        createdBy=r.created_by, via=via) for r in rows]
-        store.audit.write(lines)  # before the commit, as every change
+    # The import is change number record.next_seq of the agent (its lines carry
+    # it), timed after every entry it brings; the agent's next change is the one after.
+    change = Change(agent_id, 0, DEPLOYER, seq=record.next_seq)
+    try:
+        with store.backend.write(agent_id) as tx:
+            if tx.get_agent(agent_id) is not None:
+                raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
+                              "nothing was changed (remove it there first if it must go)")
+            latest = max((r.updated_us for r in rows), default=0)
+            now = max(store.clock.now_us(), latest + 1)
+            stored = dataclasses.replace(record, next_seq=record.next_seq + 1, last_us=now)
+            tx.insert_agent(stored)
+            for row in rows:
+                tx.put(row)
+            _verify(tx, stored, rows, bundle)
+            lines = [_line(now, agent_id, "import_agent", nbytes=record.used_bytes,
+                           entries=len(rows), sha256=bundle["sha256"],
+                           quotaBytes=record.quota_bytes, dataPolicy=record.data_policy.to_json(),
+                           via=via, source=origin, seq=change.seq)]
+            lines += [_line(now, agent_id, "import", r.key, r.category, r.size,
+                            createdBy=r.created_by, via=via, seq=change.seq) for r in rows]
+            # before the commit, as every change
+            log_change(store.backend, tx, store.audit, agent_id, record.next_seq, lines, change)
+    except BaseException as exc:
+        settle(store.backend, store.audit, store.clock, change, exc)
+        raise
 
 
 def import_agent(store: MemoryStore, export: Mapping[str, Any] | Path, *,
@@ -489,6 +505,7 @@ def verify_agent(store: MemoryStore, export: Mapping[str, Any], *,
                  quota_bytes: int | None = None) -> None:
     """Check that ``store`` holds exactly what ``export`` describes (else STORAGE_ERROR)."""
     record, rows = check_export(export, quota_bytes=quota_bytes)
+    record = dataclasses.replace(record, next_seq=record.next_seq + 1)  # the import's own number
     with store.backend.read() as tx:
         _verify(tx, record, rows, export)
 
@@ -532,27 +549,39 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     src, dst = describe(source), describe(destination)
     copied = False
     bundle: dict[str, Any] = {}
+    change = Change(agent_id, 0, DEPLOYER, removes_agent=True)
     try:
         with source.backend.write(agent_id) as tx:
-            now = source.clock.now_us()
+            held = tx.get_agent(agent_id)
+            if held is None:
+                raise MemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in "
+                                  f"{src}")
+            now = max(source.clock.now_us(), held.last_us + 1)
+            change.seq = held.next_seq
             snap = _snapshot(tx, agent_id, now, keep_cache)
+            # The move is the source's change N; the destination's import is N + 1.
+            snap = dataclasses.replace(snap, record=dataclasses.replace(
+                snap.record, next_seq=held.next_seq + 1))
             bundle = snap.bundle(keep_cache, now, src)
             record, rows = check_export(bundle, quota_bytes=quota_bytes)
             _import(destination, record, rows, bundle, f"move:{src}", "move")
             copied = True
             verify_agent(destination, bundle, quota_bytes=quota_bytes)
+            seq: dict[str, Any] = {"seq": change.seq}
             lines = [_line(now, agent_id, "move", nbytes=bundle["totalBytes"],
                            entries=len(rows), sha256=bundle["sha256"], keepCache=keep_cache,
-                           leftBehind=len(snap.left), to=dst)]
+                           leftBehind=len(snap.left), to=dst, **seq)]
             lines += [_line(now, agent_id, "move_out", r.key, r.category, r.size,
-                            createdBy=r.created_by, to=dst) for r in snap.carried]
+                            createdBy=r.created_by, to=dst, **seq) for r in snap.carried]
             lines += [_line(now, agent_id, "move_drop", r.key, r.category, r.size,
-                            createdBy=r.created_by) for r in snap.left]
+                            createdBy=r.created_by, **seq) for r in snap.left]
             lines += [_line(now, agent_id, "expire", r.key, r.category, r.size,
-                            actor="retention", createdBy=r.created_by) for r in snap.expired]
-            source.audit.write(lines)
+                            actor="retention", createdBy=r.created_by, **seq)
+                      for r in snap.expired]
+            log_change(source.backend, tx, source.audit, agent_id, held.next_seq, lines, change)
             tx.delete_agent(agent_id)
     except BaseException as exc:  # an interrupt after the copy must not leave two copies
+        settle(source.backend, source.audit, source.clock, change, exc)
         moved = copied and _undo_copy(source, destination, agent_id, exc)
         if not moved or not isinstance(exc, Exception):
             raise
