@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # Two workers: the CI machines have two cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: install node-deps demo test lint typecheck pytest bench bench-quick reliability reliability-report clean
+.PHONY: install node-deps demo test test-slow lint typecheck pytest bench bench-quick reliability reliability-report clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ pytest: install node-deps
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
 test: lint typecheck pytest
+
+# The long variants of the fault tests (@pytest.mark.slow; `make test` leaves them out).
+test-slow: install node-deps
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m slow
 
 bench: install
 	$(PY) -m pip install --quiet -e '.[dev,bench]'

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -143,8 +144,18 @@ def _report(code: str, message: str, status: int) -> int:
     return status
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C: a change under way is rolled back and says so
+    in the audit log (``rolled_back``) before the command exits with 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return (and exit with) its status."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     status = run(argv)
     sys.exit(status)
 
@@ -168,6 +179,8 @@ def run(argv: list[str] | None = None) -> int:
     except (RotiferError, MemoryError) as exc:
         click.echo(one_line(str(exc)), err=True)  # both print as "CODE: message"
         return 1
+    except Terminated:
+        return _report("INTERRUPTED", "terminated (SIGTERM)", 143)
     except KeyboardInterrupt:
         return _report("INTERRUPTED", "interrupted", 130)
     except BrokenPipeError:
