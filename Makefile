@@ -41,7 +41,8 @@ pytest: install node-deps
 
 test: lint typecheck pytest
 
-# The long variants of the fault tests (@pytest.mark.slow; `make test` leaves them out).
+# The long runs (@pytest.mark.slow; `make test` leaves them out), e.g. the
+# many-worker PostgreSQL load test for minutes, directly and through pgbouncer.
 test-slow: install node-deps
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m slow
 

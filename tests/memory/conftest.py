@@ -22,7 +22,7 @@ Fixtures for any test file under tests/memory/
     factory opened are closed at the end of the test.
     ``store_factory.url(name="main") -> str`` is that database's memory URL
     (``sqlite:PATH`` or ``postgresql://...``), e.g. for a subprocess or
-    ``ROTIFER_MEMORY_URL``; ``store_factory.backend`` is ``"sqlite"`` or
+    ``ROTIFER_MEMORY_URL``; ``store_factory.backend`` is ``"sqlite"``, ``"pgbouncer"`` or
     ``"postgres"``.
 
 ``pg_url`` -> ``str`` (session)
@@ -31,6 +31,25 @@ Fixtures for any test file under tests/memory/
 
 ``pg_fresh_url`` -> ``str``
     A URL whose ``search_path`` is a new, empty schema, dropped after the test.
+
+``own_pg_server`` -> :class:`PgServer`
+    A server of the test's own (``.url()``), to freeze (``signal(SIGSTOP)``),
+    kill (``signal(SIGKILL)``) and ``restart()`` without disturbing other tests.
+
+``pgbouncer`` -> :class:`PgBouncer` (session)
+    A real pgbouncer in front of the session's server, on 127.0.0.1:
+    ``pgbouncer.url("transaction")`` / ``pgbouncer.url("session")`` reach the
+    test database through a transaction-mode / session-mode pool, already
+    carrying ``rotifer_pooler=...``.  Missing pgbouncer: skipped locally,
+    failed under ``CI`` (``.ci/run`` installs it).
+
+``pgb_schemas`` -> :class:`SchemaMaker` (session)
+    Like ``pg_schemas``, but its URLs go through the transaction-mode
+    pgbouncer and name the schema with ``rotifer_schema`` (pgbouncer refuses
+    ``options``).  ``backend`` ``"pgbouncer"`` (see ``ALL_BACKENDS``) makes
+    ``store_factory`` use it; a test module opts in by overriding ``backend``
+    with ``ALL_BACKENDS``, so only the rule, state-machine and concurrency
+    tests pay for a third run.
 
 The server
 ----------
@@ -55,9 +74,11 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +92,8 @@ from rotifer.memory import Clock, MemoryStore
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+#: BACKENDS plus PostgreSQL through a transaction-mode pgbouncer.
+ALL_BACKENDS = [*BACKENDS, pytest.param("pgbouncer", id="pgbouncer", marks=pytest.mark.postgres)]
 
 
 def _version_key(path: str) -> tuple[int, ...]:
@@ -156,6 +179,47 @@ class PgServer:
     def url(self, dbname: str = "rotifer") -> str:
         return f"postgresql://rotifer@127.0.0.1:{self.port}/{dbname}"
 
+    # -- faults (for a server of the test's own; never the shared session server) --
+
+    def pids(self) -> list[int]:
+        """The postmaster and every process it started."""
+        try:
+            master = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return []
+        found = [master]
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == master:
+                    found.append(int(stat.split("/")[2]))
+        return found
+
+    def signal(self, sig: int) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    def restart(self) -> None:
+        """Start the server again on the same port (after a crash or a stop)."""
+        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
+                   f"-c unix_socket_directories={self.root} -c fsync=off "
+                   "-c synchronous_commit=off -c full_page_writes=off "
+                   "-c max_connections=200 -c shared_buffers=64MB")
+        # A killed postmaster leaves its lock files, and may linger as an unreaped
+        # zombie that still "exists" for the stale-lock check.
+        for stale in (self.data / "postmaster.pid", self.root / f".s.PGSQL.{self.port}.lock"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        done = self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l",
+                         str(self.root / "server.log"), "-w", "-t", "60", "-o", options, "start")
+        if done.returncode != 0:
+            log = ""
+            with contextlib.suppress(OSError):
+                log = (self.root / "server.log").read_text()[-1500:]
+            raise RuntimeError(f"PostgreSQL did not restart: {done.stderr or done.stdout}{log}")
+        self.started = True
+
     def stop(self) -> None:
         if self.started:
             self.started = False
@@ -170,16 +234,29 @@ def with_search_path(url: str, schema: str) -> str:
     return f"{url}{joiner}options={quote(f'-c search_path={schema}', safe='')}"
 
 
-class SchemaMaker:
-    """Makes (and later drops) empty schemas in one database."""
+def with_rotifer_schema(url: str, schema: str) -> str:
+    """``url`` with rotifer's own schema parameter (set per transaction; works
+    through pgbouncer, which refuses ``options``)."""
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}rotifer_schema={schema}"
 
-    def __init__(self, url: str) -> None:
+
+class SchemaMaker:
+    """Makes (and later drops) empty schemas in one database.
+
+    ``via``: the URL stores use to reach the database (e.g. through pgbouncer);
+    the schema is then named with ``rotifer_schema``."""
+
+    def __init__(self, url: str, via: str | None = None) -> None:
         self.url = url
+        self.via = via
         self.conn = psycopg.connect(url, autocommit=True)
 
     def new(self) -> tuple[str, str]:
         schema = "t_" + uuid.uuid4().hex[:16]
         self.conn.execute(f'CREATE SCHEMA "{schema}"')  # type: ignore[arg-type]
+        if self.via is not None:
+            return schema, with_rotifer_schema(self.via, schema)
         return schema, with_search_path(self.url, schema)
 
     def drop(self, schema: str) -> None:
@@ -213,6 +290,24 @@ def pg_url() -> Iterator[str]:
     server.stop()
 
 
+@pytest.fixture
+def own_pg_server(pg_url: str) -> Iterator[PgServer]:
+    """A PostgreSQL server of this test's own, to freeze, kill and restart."""
+    if os.environ.get("ROTIFER_TEST_PG_URL"):
+        pytest.skip("needs the PostgreSQL binaries to start a server of its own")
+    bindir = find_pg_bindir()
+    assert bindir is not None  # pg_url found them
+    server = PgServer(bindir)
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    yield server
+    server.signal(signal.SIGCONT)  # a frozen server cannot be stopped
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def pg_schemas(pg_url: str) -> Iterator[SchemaMaker]:
     maker = SchemaMaker(pg_url)
@@ -225,6 +320,119 @@ def pg_fresh_url(pg_schemas: SchemaMaker) -> Iterator[str]:
     schema, url = pg_schemas.new()
     yield url
     pg_schemas.drop(schema)
+
+
+def find_pgbouncer() -> str | None:
+    return shutil.which("pgbouncer") or next(
+        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.path.exists(p)), None)
+
+
+class PgBouncer:
+    """A pgbouncer on 127.0.0.1 in front of a PostgreSQL server, in a temporary folder.
+
+    Two pools on one listener: database ``rotifer_tx`` (pool_mode=transaction)
+    and ``rotifer_session`` (pool_mode=session), both the server's ``rotifer``.
+    Trust authentication (loopback only); the user list names ``rotifer``.
+    """
+
+    def __init__(self, binary: str, server_port: int, run_as: dict[str, Any]) -> None:
+        self.binary = binary
+        self.server_port = server_port
+        self.run_as = run_as
+        self.root = Path(tempfile.mkdtemp(prefix="rotifer-pgb-"))
+        if run_as:
+            os.chown(self.root, run_as["user"], run_as["group"])
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _config(self) -> str:
+        server = f"host=127.0.0.1 port={self.server_port} dbname=rotifer"
+        return (
+            "[databases]\n"
+            f"rotifer_tx = {server} pool_mode=transaction\n"
+            f"rotifer_session = {server} pool_mode=session\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self.root / 'users.txt'}\n"
+            f"logfile = {self.root / 'pgbouncer.log'}\npidfile = {self.root / 'pgbouncer.pid'}\n"
+            "max_client_conn = 2000\ndefault_pool_size = 40\nserver_reset_query = DISCARD ALL\n"
+            "admin_users = rotifer\n")
+
+    def start(self) -> None:
+        (self.root / "users.txt").write_text('"rotifer" ""\n')
+        last = ""
+        for _ in range(5):  # a free port can be taken between probing and binding
+            self.port = _free_port()
+            ini = self.root / "pgbouncer.ini"
+            ini.write_text(self._config())
+            self.proc = subprocess.Popen([self.binary, str(ini)], cwd=self.root,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         **self.run_as)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    with psycopg.connect(self.url_for("rotifer_session"), connect_timeout=2):
+                        return
+                except psycopg.Error as exc:
+                    last = str(exc)
+                    time.sleep(0.1)
+            self.stop(keep=True)
+            with contextlib.suppress(OSError):
+                last += (self.root / "pgbouncer.log").read_text()[-2000:]
+        raise RuntimeError(f"pgbouncer did not start: {last}")
+
+    def url_for(self, dbname: str) -> str:
+        return f"postgresql://rotifer@127.0.0.1:{self.port}/{dbname}"
+
+    def url(self, mode: str = "transaction") -> str:
+        """The test database through the ``mode`` pool, with rotifer told so."""
+        dbname = "rotifer_tx" if mode == "transaction" else "rotifer_session"
+        return f"{self.url_for(dbname)}?rotifer_pooler={mode}"
+
+    def stop(self, keep: bool = False) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+        if not keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg_url: str) -> Iterator[PgBouncer]:
+    binary = find_pgbouncer()
+    if binary is None:
+        reason = "no pgbouncer binary on PATH or in /usr/sbin; install pgbouncer"
+        if os.environ.get("CI"):
+            pytest.fail(reason + " (CI must run the pgbouncer tests)")
+        pytest.skip(reason)
+    if os.environ.get("ROTIFER_TEST_PG_URL"):
+        pytest.skip("pgbouncer tests need the throwaway server (ROTIFER_TEST_PG_URL is set)")
+    port = int(pg_url.rsplit(":", 1)[1].split("/", 1)[0])
+    run_as: dict[str, Any] = {}
+    if os.geteuid() == 0:  # pgbouncer refuses to run as root
+        nobody = pwd.getpwnam("nobody")
+        run_as = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+    bouncer = PgBouncer(binary, port, run_as)
+    atexit.register(bouncer.stop)
+    try:
+        bouncer.start()
+    except BaseException:
+        bouncer.stop()
+        raise
+    yield bouncer
+    bouncer.stop()
+
+
+@pytest.fixture(scope="session")
+def pgb_schemas(pg_url: str, pgbouncer: PgBouncer) -> Iterator[SchemaMaker]:
+    maker = SchemaMaker(pg_url, via=pgbouncer.url("transaction"))
+    yield maker
+    maker.close()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -278,6 +486,8 @@ def store_factory(backend: str, tmp_path: Path,
     schemas: SchemaMaker | None = None
     if backend == "postgres":
         schemas = request.getfixturevalue("pg_schemas")
+    elif backend == "pgbouncer":
+        schemas = request.getfixturevalue("pgb_schemas")
     factory = StoreFactory(backend, tmp_path, schemas)
     yield factory
     factory.finish()

@@ -172,7 +172,20 @@ def check_final(store: MemoryStore, rot: Path) -> dict[str, Live]:
     return live
 
 
-def test_processes_keep_quota_order_and_updates(pg_fresh_url: str, tmp_path: Path) -> None:
+@pytest.fixture(params=["direct", "pgbouncer"])
+def target_url(request: pytest.FixtureRequest) -> str:
+    """The test's schema, directly or through a transaction-mode pgbouncer."""
+    if request.param == "direct":
+        url: str = request.getfixturevalue("pg_fresh_url")
+        return url
+    schemas = request.getfixturevalue("pgb_schemas")
+    schema, url = schemas.new()
+    request.addfinalizer(lambda: schemas.drop(schema))
+    return url
+
+
+def test_processes_keep_quota_order_and_updates(target_url: str, tmp_path: Path) -> None:
+    pg_fresh_url = target_url
     rot = tmp_path / ".rotifer"
     store = MemoryStore.open(rot, url=pg_fresh_url)
     store.create_agent(AGENT, quota_bytes=QUOTA)

@@ -564,9 +564,14 @@ class PostgresTwinStoreMachine(TwinStoreMachine):
                  int(os.environ.get("ROTIFER_STATEFUL_PG_EXAMPLES", "50")), 50, id="single"),
     pytest.param(PostgresTwinStoreMachine,
                  int(os.environ.get("ROTIFER_STATEFUL_PG_TWIN_EXAMPLES", "20")), 30, id="twin"),
+    pytest.param(PostgresTwinStoreMachine,
+                 int(os.environ.get("ROTIFER_STATEFUL_PGB_EXAMPLES", "15")), 30,
+                 id="twin-pgbouncer"),
 ])
-def test_stateful_on_postgres(pg_schemas: SchemaMaker, machine: type[MemoryMachine],
+def test_stateful_on_postgres(request: pytest.FixtureRequest, machine: type[MemoryMachine],
                               examples: int, steps: int) -> None:
+    pooled = request.node.callspec.id.endswith("pgbouncer")
+    pg_schemas: SchemaMaker = request.getfixturevalue("pgb_schemas" if pooled else "pg_schemas")
     machine.pg_schemas = pg_schemas
     try:
         run_state_machine_as_test(machine, settings=_settings(examples, steps))

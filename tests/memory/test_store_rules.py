@@ -25,10 +25,17 @@ from rotifer.memory import (
     SharePolicy,
 )
 
-from .conftest import StoreFactory
+from .conftest import ALL_BACKENDS, StoreFactory
 from .helpers import RETAIN_1_DAY, actions, audit_lines, gene_id
 
 A, B, C = gene_id("a"), gene_id("b"), gene_id("c")
+
+
+@pytest.fixture(params=ALL_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every rule also through a transaction-mode pgbouncer."""
+    kind: str = request.param
+    return kind
 
 
 @pytest.fixture

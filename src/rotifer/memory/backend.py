@@ -256,6 +256,16 @@ class Backend(Protocol):
         """
         ...
 
+    def long_running(self) -> AbstractContextManager[None]:
+        """Transactions this thread begins inside the block may run long.
+
+        A memory call is bounded as a whole (PostgreSQL: ``rotifer_timeout``);
+        a deployer's move, export or import holds one transaction for as many
+        statements as the agent has entries, so inside this block each
+        statement is bounded instead.
+        """
+        ...
+
     def close(self) -> None: ...
 
 

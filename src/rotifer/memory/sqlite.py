@@ -19,8 +19,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -41,15 +41,14 @@ from .backend import (
 from .errors import MemoryError, damaged, storage
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
-SCHEMA = """
+STEP_1 = """
 CREATE TABLE IF NOT EXISTS memory_agents (
     agent_id TEXT PRIMARY KEY,
     quota_bytes INTEGER NOT NULL,
     max_retention_days INTEGER,
     anonymization_supported INTEGER NOT NULL,
     used_bytes INTEGER NOT NULL,
-    next_seq INTEGER NOT NULL,
-    last_us INTEGER NOT NULL DEFAULT 0
+    next_seq INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS memory_entries (
     agent_id TEXT NOT NULL,
@@ -78,20 +77,6 @@ CREATE INDEX IF NOT EXISTS memory_entries_expiry
     ON memory_entries (agent_id, expires_us, seq) WHERE expires_us IS NOT NULL;
 """
 
-#: ``PRAGMA user_version`` of a database this code made or upgraded.  0 is a
-#: database from before versions were kept (no ``last_us`` column); 2 adds
-#: ``memory_agents.last_us`` (issue 15: a change's time never runs backwards).
-SCHEMA_VERSION = 2
-#: Upgrades in place, each from the version before it, in one transaction.
-MIGRATIONS = {
-    2: (
-        "ALTER TABLE memory_agents ADD COLUMN last_us INTEGER NOT NULL DEFAULT 0",
-        # The next change must come after everything already stored.
-        "UPDATE memory_agents SET last_us = coalesce((SELECT max(updated_us) FROM "
-        "memory_entries e WHERE e.agent_id = memory_agents.agent_id), 0)",
-    ),
-}
-
 PUT_SQL = put_sql("?")
 LOOKUP_SQL = lookup_sql("?")
 BATCH = 256
@@ -99,6 +84,30 @@ BATCH = 256
 FIRST_PAGE = 16
 DELETE_CHUNK = 500
 BUSY_TIMEOUT_S = 30.0
+
+
+def _step_1(conn: sqlite3.Connection) -> None:
+    """The first schema.  ``IF NOT EXISTS``: files made before the version was
+    recorded (``user_version`` 0) already have it."""
+    for statement in STEP_1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _step_2(conn: sqlite3.Connection) -> None:
+    """``memory_agents.last_us``: the time of the agent's last change, so the next
+    one is stamped after it whatever the clock does (see memory/changes.py).
+    Existing agents start from their newest entry's update time."""
+    conn.execute("ALTER TABLE memory_agents ADD COLUMN last_us INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE memory_agents SET last_us = coalesce((SELECT max(updated_us) FROM "
+                 "memory_entries e WHERE e.agent_id = memory_agents.agent_id), 0)")
+
+
+#: Step n takes a file from schema version n - 1 (``PRAGMA user_version``) to n.
+#: Opening reads the version without a lock and runs DDL only when a step is
+#: missing: the write lock it needs would queue behind every write in progress.
+STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2}
+SCHEMA_VERSION = max(STEPS)
 
 
 def retention_to_text(policy: RetentionPolicy | None) -> str | None:
@@ -341,24 +350,6 @@ class SqliteTransaction:
         return int(r[0]) if r else 0
 
 
-def _upgrade(conn: sqlite3.Connection, path: Path) -> None:
-    """Create the tables, or bring an older database up to :data:`SCHEMA_VERSION`
-    (inside the caller's write transaction: all of it or none of it)."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise storage(f"the memory database {path} has schema version {version}; this "
-                      f"rotifer knows up to {SCHEMA_VERSION} (upgrade rotifer)")
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "memory_agents" in tables and version < SCHEMA_VERSION:
-        for number in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[number]:
-                conn.execute(statement)
-    for statement in SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-
 def _is_busy(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
@@ -392,9 +383,9 @@ class SqliteBackend:
             if mode is None or str(mode[0]).lower() != "wal":
                 raise storage(f"the memory database {path} cannot use WAL mode (got {mode})")
             self.conn.execute("PRAGMA synchronous = NORMAL")
-            if self.conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            if self._version() < SCHEMA_VERSION:
                 with self.write(None) as tx:
-                    _upgrade(tx.conn, path)
+                    self._upgrade(tx.conn)
         except sqlite3.Error as exc:
             self.conn.close()
             raise storage(f"the memory database {path} is not usable: {exc}") from exc
@@ -410,6 +401,21 @@ class SqliteBackend:
         with suppress(sqlite3.Error):  # a closed connection fails at its next statement
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+
+    def _version(self) -> int:
+        row = self.conn.execute("PRAGMA user_version").fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise storage(f"the memory database {self.path} has schema version {version}; "
+                          f"this rotifer knows {SCHEMA_VERSION}")
+        return version
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Apply the missing steps, holding the write lock (read the version again
+        under it: another process may have upgraded the file meanwhile)."""
+        for step in range(self._version() + 1, SCHEMA_VERSION + 1):
+            STEPS[step](conn)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _begin(self, statement: str) -> None:
         deadline = time.monotonic() + self.busy_timeout_s
@@ -436,6 +442,10 @@ class SqliteBackend:
     def peek(self) -> _Peek:
         """Single statements, each atomic on its own: the cheapest point read."""
         return _Peek(self)
+
+    def long_running(self) -> AbstractContextManager[None]:
+        """Nothing to change: SQLite bounds only lock waits (the busy timeout)."""
+        return nullcontext()
 
     def close(self) -> None:
         with self._lock:

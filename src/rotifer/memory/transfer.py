@@ -238,7 +238,7 @@ def snapshot_agent(store: MemoryStore, agent_id: str, *, keep_cache: bool = Fals
     if store.has_agent(agent_id):
         store.purge_expired(agent_id)  # audited as ``expire``, as any read path does
     now = store.clock.now_us()
-    with store.backend.read() as tx:
+    with store.backend.long_running(), store.backend.read() as tx:
         snap = _snapshot(tx, agent_id, now, keep_cache)
     return snap.bundle(keep_cache, now, describe(store))
 
@@ -461,7 +461,7 @@ def _import(store: MemoryStore, record: AgentRecord, rows: list[Row], bundle: Ma
     # it), timed after every entry it brings; the agent's next change is the one after.
     change = Change(agent_id, 0, DEPLOYER, seq=record.next_seq)
     try:
-        with store.backend.write(agent_id) as tx:
+        with store.backend.long_running(), store.backend.write(agent_id) as tx:
             if tx.get_agent(agent_id) is not None:
                 raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
                               "nothing was changed (remove it there first if it must go)")
@@ -506,7 +506,7 @@ def verify_agent(store: MemoryStore, export: Mapping[str, Any], *,
     """Check that ``store`` holds exactly what ``export`` describes (else STORAGE_ERROR)."""
     record, rows = check_export(export, quota_bytes=quota_bytes)
     record = dataclasses.replace(record, next_seq=record.next_seq + 1)  # the import's own number
-    with store.backend.read() as tx:
+    with store.backend.long_running(), store.backend.read() as tx:
         _verify(tx, record, rows, export)
 
 
@@ -551,7 +551,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     bundle: dict[str, Any] = {}
     change = Change(agent_id, 0, DEPLOYER, removes_agent=True)
     try:
-        with source.backend.write(agent_id) as tx:
+        with source.backend.long_running(), source.backend.write(agent_id) as tx:
             held = tx.get_agent(agent_id)
             if held is None:
                 raise MemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in "

@@ -1,0 +1,226 @@
+"""The backend interface over PostgreSQL: transactions, agent locks, set-up.
+
+The reasoning behind the isolation levels and locks is in the package
+docstring (:mod:`rotifer.memory.postgres`).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import psycopg
+
+from ..errors import MemoryError, storage
+from . import schema
+from .connection import BEGIN_ATTEMPTS, MAX_IDLE, Connection, Connections, retryable
+from .settings import LOCK_TIMEOUT_MS, first_line
+from .transaction import LOCK_AGENT_SQL, PostgresTransaction, storable
+from .watchdog import WATCHDOG
+
+
+class PostgresBackend:
+    """PostgreSQL behind the backend interface; safe across threads and processes.
+
+    Backends of one process on one URL share one capped pool of connections
+    (:meth:`Connections.acquire`); each call carries one deadline,
+    ``rotifer_timeout`` from now, for everything it does.
+    """
+
+    name = "postgresql"
+    keeps_audit = True
+
+    def __init__(self, url: str, *, max_idle: int = MAX_IDLE,
+                 lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> None:
+        self.url = url
+        self.connections = Connections.acquire(url, max_idle=max_idle,
+                                               lock_timeout_ms=lock_timeout_ms)
+        self.settings = self.connections.settings
+        #: Where the memory lives, for messages and the audit log (no password).
+        self.location = self.connections.location
+        self.schema = ""
+        self._closed = False
+        self._long = threading.local()  # .on: see long_running()
+        # In transaction pooling every setting is SET LOCAL, sent with the BEGIN.
+        self._local = "" if self.settings.session_state \
+            else "; " + self.settings.settings_sql("LOCAL ")
+        # A point read outside a transaction cannot carry SET LOCAL search_path.
+        self._peek_in_transaction = not self.settings.session_state \
+            and self.settings.schema is not None
+        self._setup()
+
+    @property
+    def ping_after_s(self) -> float:
+        """Idle seconds after which ``peek()`` checks a pooled connection first."""
+        return self.connections.ping_after_s
+
+    @ping_after_s.setter
+    def ping_after_s(self, seconds: float) -> None:
+        self.connections.ping_after_s = seconds
+
+    def _deadline(self) -> float:
+        if self._closed:
+            raise storage("the memory store is closed")
+        return time.monotonic() + self.settings.timeout_s
+
+    def _failed(self, conn: Connection, exc: BaseException, what: str) -> MemoryError:
+        """Return ``conn`` after a failure and make the error the caller sees."""
+        self.connections.rollback(conn)
+        if self.connections.give_back(conn):
+            return self.connections.timed_out()
+        return storage(f"{what}: {first_line(exc)}")
+
+    # -- set-up ---------------------------------------------------------------
+
+    def _setup(self) -> None:
+        """Check the schema with one SELECT; upgrade it only when a step is missing."""
+        try:
+            conn = self.connections.take(self._deadline())
+        except BaseException:
+            self.close()
+            raise
+        try:
+            if self._local:
+                conn.execute("BEGIN" + self._local)
+            found = schema.check(conn, self.location)
+            if found is not None and found[1] == schema.SCHEMA_VERSION:
+                self.schema = found[0]
+                if self._local:
+                    conn.execute("COMMIT")
+            else:
+                if self._local:
+                    conn.execute("ROLLBACK")
+                conn.execute("BEGIN" + self._local)
+                name = found[0] if found else schema.environment(conn, self.location)
+                schema.upgrade(conn, name, self.location)
+                conn.execute("COMMIT")
+                self.schema = name
+        except psycopg.Error as exc:
+            self.close()
+            raise self._failed(conn, exc, f"the memory database at {self.location} "
+                                          "is not usable") from exc
+        except BaseException:
+            self.connections.rollback(conn)
+            self.connections.give_back(conn)
+            self.close()
+            raise
+        self.connections.give_back(conn)
+
+    def _lock_key(self, agent_id: str) -> int:
+        """A signed 64-bit advisory lock key for (schema, agent id)."""
+        return schema.advisory_key(self.schema, agent_id)
+
+    def _lock_agent(self, conn: Connection, agent_id: str) -> None:
+        if not storable(agent_id):
+            return  # no such agent can exist; the store will find none
+        if conn.execute(LOCK_AGENT_SQL, (agent_id,)).fetchone() is not None:
+            return
+        # No row to lock yet: queue with everyone else who found none, then look again.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(agent_id),))
+        conn.execute(LOCK_AGENT_SQL, (agent_id,)).fetchone()
+
+    def _begin(self, statement: str, agent_id: str | None) -> Connection:
+        """Begin a transaction (and lock the agent), retrying what is safe to retry."""
+        deadline = self._deadline()
+        for attempt in range(BEGIN_ATTEMPTS):
+            conn = self.connections.take(deadline)
+            try:
+                conn.execute(statement + self._local)
+                if agent_id is not None:
+                    self._lock_agent(conn, agent_id)
+                return conn
+            except psycopg.Error as exc:
+                again = retryable(exc, conn) and attempt + 1 < BEGIN_ATTEMPTS
+                error = self._failed(conn, exc, "memory store failed")
+                pause = random.uniform(0.001, 0.01) * (2 ** attempt)
+                if not again or time.monotonic() + pause >= deadline:
+                    raise error from exc
+                time.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def long_running(self) -> Iterator[None]:
+        """Transactions this thread begins in the block are bounded per statement."""
+        before = getattr(self._long, "on", False)
+        self._long.on = True
+        try:
+            yield
+        finally:
+            self._long.on = before
+
+    def _watch(self, conn: Connection
+               ) -> tuple[Callable[[], None], Callable[[], None]] | None:
+        """Per-statement watching for a long-running transaction (None: the
+        transaction is bounded as a whole, from the call's start)."""
+        if not getattr(self._long, "on", False):
+            return None
+        bound = self.settings.timeout_s
+        WATCHDOG.suspend(conn)  # the client may take its time between statements
+        return (lambda: WATCHDOG.arm(conn, time.monotonic() + bound),
+                lambda: WATCHDOG.suspend(conn))
+
+    @contextmanager
+    def _transaction(self, statement: str, agent_id: str | None
+                     ) -> Iterator[PostgresTransaction]:
+        conn = self._begin(statement, agent_id)
+        watch = self._watch(conn)
+        try:
+            yield PostgresTransaction(conn, watch)
+        except BaseException as exc:
+            if watch is not None:
+                watch[0]()  # the rollback is bounded too
+            if isinstance(exc, psycopg.Error | UnicodeEncodeError):
+                raise self._failed(conn, exc, "memory store failed") from exc
+            self.connections.rollback(conn)
+            if self.connections.give_back(conn) and isinstance(exc, MemoryError):
+                raise self.connections.timed_out() from exc
+            raise
+        if watch is not None:
+            watch[0]()
+        try:
+            conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            raise self._failed(conn, exc, "memory store failed to commit") from exc
+        if self.connections.give_back(conn):  # pragma: no cover - cut off after COMMIT returned
+            raise self.connections.timed_out()
+
+    # -- the Backend interface ------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[PostgresTransaction]:
+        with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", None) as tx:
+            yield tx
+
+    @contextmanager
+    def write(self, agent_id: str | None) -> Iterator[PostgresTransaction]:
+        with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED", agent_id) as tx:
+            yield tx
+
+    @contextmanager
+    def peek(self) -> Iterator[PostgresTransaction]:
+        """Autocommit statements, each atomic on its own: the cheapest point read.
+
+        (Through a transaction-mode pooler with ``rotifer_schema``, a read-only
+        transaction instead: the search path can only be set inside one.)"""
+        if self._peek_in_transaction:
+            with self.read() as tx:
+                yield tx
+            return
+        conn = self.connections.take(self._deadline(), ping=True)
+        try:
+            yield PostgresTransaction(conn)
+        except (psycopg.Error, UnicodeEncodeError) as exc:
+            raise self._failed(conn, exc, "memory store failed") from exc
+        except BaseException:
+            self.connections.give_back(conn)
+            raise
+        if self.connections.give_back(conn):  # pragma: no cover - cut off after the read
+            raise self.connections.timed_out()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.connections.release()

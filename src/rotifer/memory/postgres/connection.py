@@ -1,0 +1,257 @@
+"""How the backend talks to the server: connections, the pool and retries.
+
+Everything about *getting* a usable connection lives here, apart from the SQL
+the store runs on it (:mod:`.transaction`) and the tables (:mod:`.schema`):
+one pool per process and database URL, shared by every thread and store of
+the process and capped (:data:`~.settings.POOL_SIZE` by default); the deadline
+every call carries (:mod:`.watchdog`); what a forked child must never touch;
+and which failures are safe to retry.
+
+Why a small pool of our own rather than ``psycopg_pool``: its connections are
+opened by background threads, which a forked worker does not inherit, and its
+waits end in a bare ``PoolTimeout`` that hides *why* no connection could be
+made; ours opens connections in the caller's thread, under the caller's
+deadline, and reports the server's own error.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from contextlib import suppress
+from typing import Any, Final
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from ..errors import MemoryError, storage
+from .settings import LOCK_TIMEOUT_MS, Settings, first_line, parse
+from .watchdog import WATCHDOG
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+#: Attempts at beginning a transaction (stale connection, serialization, deadlock).
+BEGIN_ATTEMPTS: Final = 5
+#: Idle connections kept per pool; more are opened (up to the cap) while threads need them.
+MAX_IDLE: Final = 4
+#: A pooled connection idle this long is checked before a ``peek()`` uses it.
+PING_AFTER_S: Final = 5.0
+
+
+def retryable(exc: psycopg.Error, conn: Connection) -> bool:
+    """Worth another attempt at *beginning* a transaction?"""
+    return isinstance(exc, pg_errors.TransactionRollback) or conn.broken or conn.closed
+
+
+class Connections:
+    """Connections to one database for one process: a few kept idle, at most
+    ``settings.pool_size`` open at once.
+
+    Safe across threads (each borrower gets its own connection) and across
+    ``fork()``: a child never uses or closes the connections it inherited.
+    Every connection handed out carries the caller's deadline: the watchdog
+    cuts it off if it is still in use then.
+    """
+
+    def __init__(self, settings: Settings, *, max_idle: int = MAX_IDLE) -> None:
+        self.settings = settings
+        self.location = settings.location
+        self._max_idle = max_idle
+        self._cond = threading.Condition(threading.Lock())
+        self._idle: list[tuple[Connection, float]] = []  # (connection, idle since)
+        self._open_count = 0  # idle + in use, for the cap
+        #: Idle seconds after which ``take(ping=True)`` checks a pooled connection first.
+        self.ping_after_s = PING_AFTER_S
+        self._inherited: list[Connection] = []  # kept alive, never closed (see take)
+        self._pid = os.getpid()
+        self._users = 0  # backends sharing this pool (see acquire)
+        self._closed = False
+
+    # -- the process-wide registry -------------------------------------------
+
+    @classmethod
+    def acquire(cls, url: str, *, max_idle: int = MAX_IDLE,
+                lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> Connections:
+        """The process's pool for ``url`` (made on first use); pair with :meth:`release`."""
+        settings = parse(url, lock_timeout_ms=lock_timeout_ms)
+        key = (settings, max_idle)
+        with _REGISTRY_LOCK:
+            pool = _REGISTRY.get(key)
+            if pool is None or pool._closed:
+                pool = _REGISTRY[key] = cls(settings, max_idle=max_idle)
+            pool._users += 1
+            return pool
+
+    def release(self) -> None:
+        """One user fewer; the last one closes the idle connections."""
+        with _REGISTRY_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                return
+            for key, pool in list(_REGISTRY.items()):
+                if pool is self:
+                    del _REGISTRY[key]
+        self.close()
+
+    # -- connections -----------------------------------------------------------
+
+    def _forked(self) -> None:
+        """Called with the lock held: in a forked child, forget the parent's connections.
+
+        Closing them would end the parent's sessions, so they are kept, unused."""
+        if os.getpid() != self._pid:
+            self._inherited.extend(conn for conn, _ in self._idle)
+            self._idle = []
+            self._open_count = 0
+            self._pid = os.getpid()
+
+    def _open(self, deadline: float) -> Connection:
+        """A new connection (the caller has reserved a place under the cap)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self.timed_out()
+        try:
+            conn = psycopg.connect(
+                self.settings.conninfo, autocommit=True,
+                connect_timeout=max(2, int(left + 0.999)),
+                # Named prepared statements live in one server session; a pooler
+                # may run our next statement in another.
+                prepare_threshold=None if self.settings.pooler != "none" else 5)
+        except psycopg.Error as exc:
+            if time.monotonic() >= deadline - 0.01:
+                raise self.timed_out(first_line(exc)) from exc
+            raise storage(f"cannot connect to the memory database at {self.location}: "
+                          f"{first_line(exc)}") from exc
+        if self.settings.session_state:
+            WATCHDOG.arm(conn, deadline)
+            try:
+                conn.execute(self.settings.settings_sql(""))
+            except psycopg.Error as exc:
+                fired = WATCHDOG.disarm(conn)
+                conn.close()
+                if fired:
+                    raise self.timed_out(first_line(exc)) from exc
+                raise storage(f"the memory database at {self.location} is not usable: "
+                              f"{first_line(exc)}") from exc
+            WATCHDOG.disarm(conn)
+        return conn
+
+    def timed_out(self, detail: str = "") -> MemoryError:
+        extra = f" ({detail})" if detail else ""
+        return storage(f"the memory database at {self.location} did not answer within "
+                       f"{self.settings.timeout_s:g} s (rotifer_timeout){extra}")
+
+    def take(self, deadline: float, *, ping: bool = False) -> Connection:
+        """A connection from the pool, or a new one, watched until :meth:`give_back`.
+
+        Waits for a free one while the process has ``pool_size`` open, until
+        ``deadline``.  With ``ping``, a connection that sat idle longer than
+        ``ping_after_s`` is checked first (one round trip) and replaced if the
+        server dropped it: ``peek()`` cannot retry its body, while
+        ``read()``/``write()`` retry their ``BEGIN`` instead.
+        """
+        while True:
+            conn: Connection | None = None
+            with self._cond:
+                while True:
+                    if self._closed:
+                        raise storage("the memory store is closed")
+                    self._forked()
+                    if self._idle:
+                        conn, since = self._idle.pop()
+                        break
+                    if self._open_count < self.settings.pool_size:
+                        self._open_count += 1  # reserved; opened below, outside the lock
+                        break
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise storage(
+                            f"no free connection to the memory database at {self.location} "
+                            f"within {self.settings.timeout_s:g} s: all "
+                            f"{self.settings.pool_size} of this process are busy "
+                            "(rotifer_pool_size)")
+                    self._cond.wait(left)
+            if conn is None:
+                try:
+                    conn = self._open(deadline)
+                except BaseException:
+                    self._discarded()
+                    raise
+                WATCHDOG.arm(conn, deadline)
+                return conn
+            WATCHDOG.arm(conn, deadline)
+            if not ping or time.monotonic() - since < self.ping_after_s:
+                return conn
+            try:
+                conn.execute("SELECT 1")
+                return conn
+            except psycopg.Error:
+                self.discard(conn)
+
+    def _discarded(self) -> None:
+        with self._cond:
+            self._forked()
+            self._open_count = max(0, self._open_count - 1)
+            self._cond.notify()
+
+    def discard(self, conn: Connection) -> bool:
+        """Close ``conn`` for good; True when the watchdog had cut it off.
+
+        A broken connection usually means the server restarted or the network
+        dropped, so the idle ones are closed too rather than tried one by one."""
+        fired = WATCHDOG.disarm(conn)
+        stale: list[tuple[Connection, float]] = []
+        with self._cond:
+            mine = os.getpid() == self._pid
+            self._forked()
+            if mine:
+                self._open_count = max(0, self._open_count - 1)
+                if conn.broken:
+                    stale, self._idle = self._idle, []
+                    self._open_count = max(0, self._open_count - len(stale))
+            self._cond.notify_all()
+        if mine:
+            for old in [conn] + [c for c, _ in stale]:
+                with suppress(Exception):
+                    old.close()
+        return fired
+
+    def give_back(self, conn: Connection) -> bool:
+        """Return ``conn`` to the pool (or close it); True when the watchdog had cut it off."""
+        healthy = (not conn.closed and not conn.broken
+                   and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+        if not healthy:
+            return self.discard(conn)
+        fired = WATCHDOG.disarm(conn)
+        with self._cond:
+            if not fired and not self._closed and os.getpid() == self._pid \
+                    and len(self._idle) < self._max_idle:
+                self._idle.append((conn, time.monotonic()))
+                self._cond.notify()
+                return False
+        return self.discard(conn) or fired
+
+    def rollback(self, conn: Connection) -> None:
+        if conn.closed or conn.broken:
+            return
+        try:
+            conn.execute("ROLLBACK")
+        except psycopg.Error:
+            with suppress(Exception):
+                conn.close()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            mine = os.getpid() == self._pid
+            self._cond.notify_all()
+        if mine:
+            for conn, _ in idle:
+                with suppress(Exception):
+                    conn.close()
+
+
+_REGISTRY: dict[tuple[Settings, int], Connections] = {}
+_REGISTRY_LOCK = threading.Lock()

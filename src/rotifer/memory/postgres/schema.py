@@ -1,0 +1,199 @@
+"""The tables: checked with one SELECT on every open, created or upgraded in steps.
+
+Every CLI command and every ``run_agent`` opens a store, often while other
+workers write.  So opening reads the recorded schema version (one SELECT that
+takes no lock a writer holds) and stops there when it is current.  DDL --
+even ``CREATE INDEX IF NOT EXISTS``, which waits for every write in progress
+on the table -- runs only when something is missing, inside one transaction
+under an advisory lock so that many workers starting at once apply each step
+exactly once.
+
+The schema is built by numbered steps, :data:`STEPS`: step *n* takes a
+database at version *n - 1* to version *n*.  A new version adds its step as
+the next entry; a database written by a newer rotifer (a higher version) is
+refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, Final
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from ..errors import storage
+from ..model import Category, Scope, SharePolicy
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+_CATEGORIES = ", ".join(f"'{c.value}'" for c in Category)
+_SCOPES = ", ".join(f"'{s.value}'" for s in Scope)
+_SHARES = ", ".join(f"'{s.value}'" for s in SharePolicy)
+
+STEP_1: Final = f"""
+CREATE TABLE IF NOT EXISTS memory_meta (
+    name text PRIMARY KEY,
+    value text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memory_agents (
+    agent_id text COLLATE "C" PRIMARY KEY,
+    quota_bytes bigint NOT NULL CHECK (quota_bytes > 0),
+    max_retention_days integer,
+    anonymization_supported boolean NOT NULL,
+    used_bytes bigint NOT NULL CHECK (used_bytes >= 0),
+    next_seq bigint NOT NULL,
+    -- The store checks the quota, and this keeps a bug from committing past it.
+    CHECK (used_bytes <= quota_bytes)
+);
+CREATE TABLE IF NOT EXISTS memory_entries (
+    agent_id text COLLATE "C" NOT NULL REFERENCES memory_agents (agent_id),
+    key text COLLATE "C" NOT NULL,
+    category text NOT NULL CHECK (category IN ({_CATEGORIES})),
+    value bytea NOT NULL,
+    size bigint NOT NULL,
+    created_by text NOT NULL,
+    creator_domain text,
+    last_accessed_by text NOT NULL,
+    created_us bigint NOT NULL,
+    updated_us bigint NOT NULL,
+    read_scope text NOT NULL CHECK (read_scope IN ({_SCOPES})),
+    write_scope text NOT NULL CHECK (write_scope IN ({_SCOPES})),
+    share_policy text NOT NULL CHECK (share_policy IN ({_SHARES})),
+    retention jsonb,
+    expires_us bigint,
+    seq bigint NOT NULL,
+    PRIMARY KEY (agent_id, key)
+);
+CREATE INDEX IF NOT EXISTS memory_entries_cleanup
+    ON memory_entries (agent_id, category, updated_us, seq);
+CREATE INDEX IF NOT EXISTS memory_entries_recent
+    ON memory_entries (agent_id, updated_us, seq);
+CREATE INDEX IF NOT EXISTS memory_entries_expiry
+    ON memory_entries (agent_id, expires_us, seq) WHERE expires_us IS NOT NULL;
+"""
+
+
+def _step_1(conn: Connection) -> None:
+    """The first schema: meta, agents, entries and the three scan indexes.
+
+    ``IF NOT EXISTS`` because databases made before the version was checked
+    first may have some of it already."""
+    for statement in STEP_1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+STEP_2: Final = """
+ALTER TABLE memory_agents ADD COLUMN IF NOT EXISTS last_us bigint NOT NULL DEFAULT 0;
+UPDATE memory_agents a SET last_us = coalesce((SELECT max(updated_us) FROM memory_entries e
+    WHERE e.agent_id = a.agent_id), 0);
+CREATE TABLE IF NOT EXISTS memory_audit (
+    id bigserial PRIMARY KEY,
+    agent_id text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    line text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_audit_agent ON memory_audit (agent_id, id)
+"""
+
+
+def _step_2(conn: Connection) -> None:
+    """Issue 15.  ``memory_agents.last_us``: the time of the agent's last change,
+    so the next one is stamped after it whatever the clock does (existing agents
+    start from their newest entry's update time).  ``memory_audit``: every
+    change's audit lines, inserted in the change's own transaction -- so every
+    worker's lines of an agent are in one place, in commit order (``id`` order
+    per agent: the agent's row lock is held while they are inserted), and only
+    lines of committed changes.  Kept when an agent is dropped: it is history."""
+    for statement in STEP_2.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+#: Step n takes a database from version n - 1 to version n.
+STEPS: Final[dict[int, Callable[[Connection], None]]] = {1: _step_1, 2: _step_2}
+SCHEMA_VERSION: Final = max(STEPS)
+
+#: Everything an open needs to know, in one statement that takes no lock a writer holds.
+CHECK_SQL: Final = ("SELECT current_schema(), current_setting('server_encoding'), "
+                    "(SELECT value FROM memory_meta WHERE name = 'schema_version')")
+VERSION_SQL: Final = "SELECT value FROM memory_meta WHERE name = 'schema_version'"
+
+
+def advisory_key(schema: str, name: str) -> int:
+    """A signed 64-bit advisory lock key for (schema, name), e.g. an agent id."""
+    digest = hashlib.sha256(
+        b"rotifer-memory\x00" + schema.encode() + b"\x00"
+        + name.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _version(text: str | None, location: str) -> int:
+    if text is None:
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        raise storage(f"the memory database at {location} has schema version {text!r}, "
+                      "which this rotifer cannot read") from None
+
+
+def _refuse_newer(version: int, location: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise storage(f"the memory database at {location} has schema version {version}; "
+                      f"this rotifer knows {SCHEMA_VERSION}")
+
+
+def _check_environment(schema: str | None, encoding: str | None, location: str) -> str:
+    if encoding is None or encoding.upper() not in ("UTF8", "UTF-8"):
+        raise storage(
+            f"the memory database at {location} must use UTF8 encoding "
+            f"(it uses {encoding or 'unknown'}), so keys order by code point")
+    if schema is None:
+        raise storage(f"the memory database at {location} has no schema to use "
+                      "(check search_path)")
+    return schema
+
+
+def check(conn: Connection, location: str) -> tuple[str, int] | None:
+    """(current schema, recorded version), or None when there are no tables yet.
+
+    After None, a transaction ``conn`` was in is aborted: roll it back."""
+    try:
+        row = conn.execute(CHECK_SQL).fetchone()
+    except pg_errors.UndefinedTable:
+        return None
+    if row is None:  # pragma: no cover - a SELECT without FROM always has a row
+        return None
+    schema = _check_environment(row[0], row[1], location)
+    version = _version(row[2], location)
+    _refuse_newer(version, location)
+    return schema, version
+
+
+def environment(conn: Connection, location: str) -> str:
+    """The current schema, after checking the encoding (for a database without tables)."""
+    row = conn.execute("SELECT current_schema(), current_setting('server_encoding')").fetchone()
+    return _check_environment(row[0] if row else None, row[1] if row else None, location)
+
+
+def upgrade(conn: Connection, schema: str, location: str) -> None:
+    """Apply the missing steps; ``conn`` is in a transaction the caller commits.
+
+    Under the advisory lock the version is read again: another worker may
+    have applied the steps while this one waited."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(schema, "\x00schema"),))
+    exists = conn.execute("SELECT to_regclass('memory_meta') IS NOT NULL").fetchone()
+    version = 0
+    if exists and exists[0]:
+        row = conn.execute(VERSION_SQL).fetchone()
+        version = _version(row[0] if row else None, location)
+    _refuse_newer(version, location)
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        STEPS[step](conn)
+    if version < SCHEMA_VERSION:
+        conn.execute("INSERT INTO memory_meta VALUES ('schema_version', %s) "
+                     "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                     (str(SCHEMA_VERSION),))

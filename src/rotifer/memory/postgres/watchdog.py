@@ -1,0 +1,98 @@
+"""The client-side bound: a connection still busy at its deadline is cut off.
+
+Server-side timeouts (``statement_timeout``, ``lock_timeout``) need a server
+that runs; TCP keepalives and ``tcp_user_timeout`` need a network that stops
+acknowledging.  A frozen server (SIGSTOP, a stuck VM, a pooler waiting for a
+free server connection) has a kernel that still acknowledges every byte, so
+only the client can bound the wait.  psycopg's waiting cannot be interrupted
+from outside, and closing a connection another thread is using is unsafe, so
+at the deadline we ``shutdown()`` its socket through a duplicate descriptor:
+the blocked call then sees the connection end and fails at once, the
+connection is broken and never reused, and the server, when it runs again,
+rolls the transaction back because its client is gone.
+
+One thread per process watches every connection in use, sleeping until the
+earliest deadline; arming and disarming cost a lock and a dict operation.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from contextlib import suppress
+from typing import Any
+
+import psycopg
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+class Watchdog:
+    """Cuts off connections that are still in use at their deadline."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._armed: dict[int, tuple[float, Connection]] = {}
+        self._fired: set[int] = set()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def arm(self, conn: Connection, deadline: float) -> None:
+        """Cut ``conn`` off at ``deadline`` (``time.monotonic()``) unless disarmed first."""
+        with self._cond:
+            if self._pid != os.getpid():  # a forked child: the thread stayed in the parent
+                self._armed, self._fired, self._thread = {}, set(), None
+                self._pid = os.getpid()
+            self._armed[id(conn)] = (deadline, conn)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="rotifer-pg-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def disarm(self, conn: Connection) -> bool:
+        """Stop watching ``conn``; True when it was cut off."""
+        with self._cond:
+            self._armed.pop(id(conn), None)
+            if id(conn) in self._fired:
+                self._fired.discard(id(conn))
+                return True
+            return False
+
+    def suspend(self, conn: Connection) -> None:
+        """Stop watching ``conn`` for now, remembering whether it was cut off."""
+        with self._cond:
+            self._armed.pop(id(conn), None)
+
+    def fired(self, conn: Connection) -> bool:
+        with self._cond:
+            return id(conn) in self._fired
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for key, (deadline, conn) in list(self._armed.items()):
+                    if deadline <= now:
+                        del self._armed[key]
+                        self._fired.add(key)
+                        _cut(conn)
+                soonest = min((d for d, _ in self._armed.values()), default=now + 60.0)
+                self._cond.wait(max(0.0, soonest - now))
+
+
+def _cut(conn: Connection) -> None:
+    """Shut the connection's socket down (both ways) without closing its descriptor."""
+    with suppress(Exception):
+        fd = conn.pgconn.socket
+        dup = socket.socket(fileno=os.dup(fd))
+        try:
+            dup.shutdown(socket.SHUT_RDWR)
+        finally:
+            dup.close()
+
+
+#: The process's watchdog.
+WATCHDOG = Watchdog()

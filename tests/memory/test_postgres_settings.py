@@ -1,0 +1,48 @@
+"""The rotifer_* parameters of a PostgreSQL memory URL (no server needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rotifer.memory import ErrorCode, MemoryError
+from rotifer.memory.postgres.settings import POOL_SIZE, TIMEOUT_S, parse, split_url
+
+
+def test_rotifer_parameters_are_taken_out_and_the_rest_kept() -> None:
+    url = ("postgresql://u@h:5/d?sslmode=disable&rotifer_pooler=transaction"
+           "&application_name=x&rotifer_schema=s%201&rotifer_timeout=2.5&rotifer_pool_size=3")
+    assert split_url(url) == ("postgresql://u@h:5/d?sslmode=disable&application_name=x",
+                              {"rotifer_pooler": "transaction", "rotifer_schema": "s 1",
+                               "rotifer_timeout": "2.5", "rotifer_pool_size": "3"})
+    settings = parse(url)
+    assert (settings.pooler, settings.schema, settings.timeout_s, settings.pool_size) == (
+        "transaction", "s 1", 2.5, 3)
+    assert "rotifer_" not in settings.conninfo
+    assert "sslmode=disable" in settings.conninfo and "application_name=x" in settings.conninfo
+    assert not settings.session_state
+    assert settings.settings_sql("LOCAL ") == (
+        'SET LOCAL statement_timeout = 2500; SET LOCAL lock_timeout = 2500; '
+        'SET LOCAL search_path = "s 1"')
+
+
+def test_defaults() -> None:
+    settings = parse("postgresql://u@h/d")
+    assert (settings.pooler, settings.schema, settings.timeout_s, settings.pool_size) == (
+        "none", None, TIMEOUT_S, POOL_SIZE)
+    assert settings.session_state
+    for part in ("connect_timeout=30", "tcp_user_timeout=30000", "keepalives=1"):
+        assert part in settings.conninfo
+    # The URL's own connection parameters win over ours.
+    assert "connect_timeout=4" in parse("postgresql://u@h/d?connect_timeout=4").conninfo
+
+
+@pytest.mark.parametrize("query", [
+    "rotifer_pooler=statement", "rotifer_timeout=0", "rotifer_timeout=-1",
+    "rotifer_timeout=soon", "rotifer_timeout=nan", "rotifer_pool_size=0",
+    "rotifer_pool_size=2.5", "rotifer_nosuch=1", "rotifer_schema=",
+])
+def test_bad_rotifer_parameters_are_storage_errors(query: str) -> None:
+    with pytest.raises(MemoryError) as info:
+        parse(f"postgresql://u:secret@h/d?{query}")
+    assert info.value.code is ErrorCode.STORAGE_ERROR
+    assert "secret" not in str(info.value)
