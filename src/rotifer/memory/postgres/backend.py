@@ -10,7 +10,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import psycopg
 
@@ -184,6 +184,15 @@ class PostgresBackend:
             conn.execute("COMMIT")
         except psycopg.Error as exc:
             raise self._failed(conn, exc, "memory store failed to commit") from exc
+        except BaseException:
+            # An interrupt (Ctrl-C, SIGTERM, a gene's deadline) in the middle of
+            # COMMIT: the connection's state is unknown, so it is closed, never
+            # reused (and its slot freed).  Whether the change committed is asked
+            # of the store by the caller (memory/changes.py: settle).
+            with suppress(Exception):
+                conn.close()
+            self.connections.discard(conn)
+            raise
         if self.connections.give_back(conn):  # pragma: no cover - cut off after COMMIT returned
             raise self.connections.timed_out()
 
