@@ -135,3 +135,41 @@ def test_interrupted_changes_never_leave_a_phantom_line(
     report = verify_agent(store, "agent", repair=False)
     assert report.ok, report.message
     assert interrupted > 0
+
+
+PHANTOM = '''
+import os, signal, sys
+from pathlib import Path
+from rotifer.memory import MemoryStore
+from rotifer.memory.changes import Change, log_change
+store = MemoryStore.open(Path(sys.argv[1]), url=sys.argv[2])
+with store.backend.write("agent") as tx:
+    record = tx.get_agent("agent")
+    change = Change("agent", record.last_us + 1, "v2:dead", seq=record.next_seq)
+    change.line("write", "ghost", None, 9)
+    tx.update_agent("agent", record.used_bytes, record.next_seq + 1, change.now_us)
+    log_change(store.backend, tx, store.audit, "agent", record.next_seq, change.lines, change)
+    os.kill(os.getpid(), signal.SIGKILL)  # between the append and the commit
+'''
+
+
+def test_the_next_change_marks_a_dead_writers_change_rolled_back(
+        store_factory: StoreFactory, store: MemoryStore, tmp_path: Path) -> None:
+    """A process SIGKILLed between appending its lines and committing: the next change
+    of the agent finds those lines last in the log and writes their rolled_back line."""
+    import subprocess
+    import sys
+
+    url = store_factory.url()
+    done = subprocess.run([sys.executable, "-c", PHANTOM, str(tmp_path / ".rotifer"), url],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    ghost = audit_lines(tmp_path / ".rotifer")[-1]
+    assert (ghost["key"], ghost["action"]) == ("ghost", "write")
+    store.for_gene("agent", A, "d").write_memory("real", b"v", "CONTEXT")
+    lines = audit_lines(tmp_path / ".rotifer")
+    assert [(x["action"], x["seq"]) for x in lines[-2:]] == [
+        ("rolled_back", ghost["seq"]), ("write", ghost["seq"])]
+    assert lines[-2]["reason"].startswith("found at the next change")
+    report = verify_agent(store, "agent")
+    assert report.ok and report.repaired == 0, report.message

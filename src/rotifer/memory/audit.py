@@ -244,18 +244,18 @@ def rolled_back_line(ts: str, agent: str, seq: int, reason: str,
             "actor": actor, "bytes": 0, "entryId": None, "seq": seq, "reason": reason}
 
 
-def _open_current(path: Path) -> int:
-    """The log file, opened and locked; reopened if it rolled over while we waited."""
+def _open_current(path: str) -> tuple[int, os.stat_result]:
+    """The log file, opened and locked, and its ``fstat``; reopened if it rolled
+    over while we waited for the lock."""
     while True:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        if fcntl is None:
-            return fd
         try:
-            with contextlib.suppress(OSError):  # no locks on this filesystem: append anyway
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            if fcntl is not None:
+                with contextlib.suppress(OSError):  # no locks on this filesystem: append anyway
+                    fcntl.flock(fd, fcntl.LOCK_EX)
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return fd
+            if fcntl is None or not stat.S_ISREG(info.st_mode):
+                return fd, info
             now = os.stat(path)
         except FileNotFoundError:  # moved away while we waited
             os.close(fd)
@@ -264,7 +264,7 @@ def _open_current(path: Path) -> int:
             os.close(fd)
             raise
         if (now.st_ino, now.st_dev) == (info.st_ino, info.st_dev):
-            return fd
+            return fd, info
         os.close(fd)  # rolled over while we waited: append to the new file
 
 
@@ -300,9 +300,8 @@ def _roll_over(path: Path, data: bytes) -> None:
 
 def _append_chained(path: Path, bodies: list[bytes], first: Mapping[str, Any],
                     max_bytes: int) -> None:
-    fd = _open_current(path)
+    fd, info = _open_current(str(path))
     try:
-        info = os.fstat(fd)
         start = info.st_size
         regular = stat.S_ISREG(info.st_mode)
         tail = os.pread(fd, min(start, TAIL_READ), start - min(start, TAIL_READ)) \
