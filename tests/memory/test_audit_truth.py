@@ -4,6 +4,7 @@ and a log that can be checked against the store."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import signal
 import threading
@@ -135,6 +136,10 @@ def test_interrupted_changes_never_leave_a_phantom_line(
     report = verify_agent(store, "agent", repair=False)
     assert report.ok, report.message
     assert interrupted > 0
+    lines = audit_lines(tmp_path / ".rotifer")
+    pairs = list(itertools.pairwise(lines))
+    assert not [a for a, b in pairs if a["action"] == b["action"] == "rolled_back"
+                and a["seq"] == b["seq"]], "a change marked rolled_back twice"
 
 
 PHANTOM = '''

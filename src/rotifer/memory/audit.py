@@ -222,7 +222,8 @@ def _phantom_before(last: bytes | None, first: Mapping[str, Any]) -> dict[str, A
     never committed (its writer died; the caller holds the agent, so nobody
     else is between appending and committing)."""
     seq = first.get("seq")
-    if last is None or seq is None or first.get("agent") is None:
+    if last is None or seq is None or first.get("agent") is None \
+            or first.get("action") == "rolled_back":  # it says so itself already
         return None
     marker = b'"seq":' + str(seq).encode() + b","
     if marker not in last:
@@ -364,6 +365,29 @@ class AuditLog:
             _append_chained(self.path, bodies, lines[0], self.max_bytes)
         except OSError as exc:
             raise storage(f"cannot write the audit log {self.path}: {exc.strerror or exc}") from exc
+
+    def ends_with(self, agent: str, seq: int, ts: str) -> bool:
+        """Is the log's last line one of change ``seq`` of ``agent`` at ``ts``?  For a
+        change interrupted inside :meth:`write`: were its lines appended?"""
+        if self.path is None:
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            size = os.fstat(fd).st_size
+            last = last_line(fd, size) if size and os.pread(fd, 1, size - 1) == b"\n" else None
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        try:
+            line = json.loads(last) if last is not None else None
+        except ValueError:
+            return False
+        return isinstance(line, dict) and (line.get("agent"), line.get("seq"), line.get("ts")) \
+            == (agent, seq, ts) and line.get("action") != "rolled_back"
 
     def telemetry(self, event: dict[str, Any]) -> None:
         """Record a local telemetry event; never fails the caller."""

@@ -358,13 +358,36 @@ def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True) -> Repo
     if path is None:
         return Report(False, "this store keeps no audit log")
     with store.backend.write(agent) as tx:
-        report, result = verify(tx, path, agent, tx.audit_lines(agent))
+        kept = tx.audit_lines(agent)
+        report, result = verify(tx, path, agent, kept)
         if report.ok and repair and result is not None:
-            extra = missing_rollbacks(result, agent, store.clock.now_us())
+            now = store.clock.now_us()
+            extra = missing_rollbacks(result, agent, now) if kept is None else \
+                _local_phantoms(path, agent, kept, now)
             if extra:
                 store.audit.write(extra)
                 report.repaired = len(extra)
     return report
+
+
+def _local_phantoms(path: Path, agent: str, kept: list[dict[str, Any]], now_us: int
+                    ) -> list[dict[str, Any]]:
+    """With a backend that keeps the committed lines: the changes in the local log
+    that are not among them (same seq and ts) and have no ``rolled_back`` line."""
+    committed = {(line.get("seq"), line.get("ts")) for line in kept}
+    lines, _ = read_chained(path)
+    found: dict[int, bool] = {}
+    for item in _groups(lines, agent):
+        if isinstance(item, Logged):
+            if item.line.get("action") == "rolled_back" and item.line.get("seq") in found:
+                found[item.line["seq"]] = False
+            continue
+        first = item.lines[0].line
+        if (item.seq, first.get("ts")) not in committed:
+            found[item.seq] = True
+    return [rolled_back_line(format_time(now_us), agent, seq,
+                             "found by audit verify: not among the database's committed "
+                             "changes") for seq, missing in found.items() if missing]
 
 
 def agent_history(store: MemoryStore, agent: str, *, key: str | None = None,

@@ -67,6 +67,8 @@ class Change:
     #: Set just before the lines are appended: from then on, a failure must be
     #: settled (committed or not?) and a rolled_back line written if not.
     logged: bool = False
+    #: Set once the append returned: the lines are certainly in the log.
+    appended: bool = False
     #: The change removes the agent (committed iff the agent is gone).
     removes_agent: bool = False
 
@@ -110,6 +112,8 @@ def log_change(backend: Backend, tx: Transaction, audit: AuditLog, agent_id: str
         audit.write(lines, encoded)
     else:
         audit.write(lines)
+    if change is not None:
+        change.appended = True
 
 
 def committed(backend: Backend, agent_id: str, seq: int, removes_agent: bool = False) -> bool:
@@ -132,6 +136,9 @@ def settle(backend: Backend, audit: AuditLog, clock: Clock, change: Change,
     try:
         if committed(backend, change.agent_id, change.seq, change.removes_agent):
             return
+        if not change.appended and change.lines and not audit.ends_with(
+                change.agent_id, change.seq, change.lines[-1]["ts"]):
+            return  # interrupted before its lines went out: nothing to take back
         reason = f"not committed: {type(exc).__name__}"
         if isinstance(exc, MemoryError):
             reason += f" {exc.code.value}"
