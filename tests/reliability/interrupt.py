@@ -62,6 +62,10 @@ def main(mode: str, root: Path, seconds: float, seed: int) -> dict[str, int]:
     global armed
     rng = random.Random(seed)
     project = Project.find(root)
+    # One run before the signals start, so every module is imported: an interrupt
+    # inside an import (psycopg's, say) breaks the module for the rest of the
+    # process -- Python's doing, not the store's.
+    run_agent(project, "bot", {"n": 1, "start": 0})
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     os.write(1, b"ready\n")
