@@ -139,6 +139,14 @@ class PostgresBackend:
                 if not again or time.monotonic() + pause >= deadline:
                     raise error from exc
                 time.sleep(pause)
+            except BaseException:
+                # An interrupt after BEGIN (perhaps holding the agent's row lock):
+                # close the connection, or its open transaction keeps the lock
+                # until it is garbage-collected and every writer of the agent waits.
+                with suppress(Exception):
+                    conn.close()
+                self.connections.discard(conn)
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
