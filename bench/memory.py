@@ -18,6 +18,7 @@ The floor runs on a second, raw sqlite3 connection to the same file (WAL,
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rotifer.memory import Category, GeneMemory, MemoryStore
+from rotifer.memory import AuditLog, Category, GeneMemory, MemoryStore
 from rotifer.memory.backend import AgentRecord, Row
 from rotifer.memory.model import DEFAULT_ACCESS_POLICY, DataPolicy
 from rotifer.memory.sqlite import ROW_COLUMNS, SqliteBackend, row_params
@@ -75,7 +76,7 @@ def populate(backend: SqliteBackend, agent: str, rows: Iterator[Row], quota: int
     with backend.write(agent) as tx:
         tx.insert_agent(AgentRecord(agent, quota, DataPolicy(), 0, 1))
         tx.conn.executemany(INSERT_SQL, params())
-        tx.update_agent(agent, used + used_extra, count + 1)
+        tx.update_agent(agent, used + used_extra, count + 1, 0)
     return used
 
 
@@ -284,6 +285,37 @@ def eviction_suite(root: Path, settings: Settings) -> list[Result]:
     return results
 
 
+def audit_suite(root: Path, settings: Settings) -> list[Result]:
+    """What the audit format of issue 15 costs one append: the store's chained
+    append (lock, read the last line, hash it, splice ``prev`` in, one write)
+    against a plain locked ``O_APPEND`` write of the same line."""
+    root.mkdir(parents=True, exist_ok=True)
+    log = AuditLog(root / "audit.jsonl")
+    line = {"ts": "2026-01-01T00:00:00.000000Z", "agent": "bench", "action": "update",
+            "key": "w/key", "category": "PATTERN", "actor": GENE, "bytes": 1024,
+            "entryId": "e" * 64, "previousBytes": 1024, "seq": 1}
+    data = json.dumps(line, separators=(",", ":")).encode() + b"\n"
+    plain = root / "plain.jsonl"
+
+    def floor() -> None:
+        fd = os.open(plain, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    seqs = itertools.count(1)
+
+    def chained() -> None:
+        log.write([{**line, "seq": next(seqs)}])  # as the store: one change, one number
+
+    t = compare({"floor": floor, "rotifer": chained},
+                rounds=settings.rounds, iters=settings.iters)
+    return [Result("audit log", "append one line (seq + hash chain)", t["rotifer"], t["floor"],
+                   "locked O_APPEND write", "info", None)]
+
+
 def run(root: Path, settings: Settings) -> list[Result]:
     deletes = settings.rounds * delete_iters(settings) + 4
     scales = [open_scale(root, n, settings, deletes) for n in settings.scales]
@@ -293,6 +325,7 @@ def run(root: Path, settings: Settings) -> list[Result]:
             results += floor_suite(scale, settings)
         results += scale_suite(scales[0], scales[-1], settings)
         results += eviction_suite(root, settings)
+        results += audit_suite(root, settings)
         return results
     finally:
         for scale in scales:

@@ -187,10 +187,12 @@ def test_list_refusals(proj: Path) -> None:
 
 def test_list_purges_expired_entries(proj: Path, tmp_path: Path) -> None:
     """Entries written three days ago (through the Python API with a clock set
-    back) with a one-day retention: the next list removes them, with audit lines."""
+    back) with a one-day retention: the next list removes them, with audit lines.
+    (Into agents with no later change: an agent's times never run backwards.)"""
     policy = tmp_path / "policy.json"
     policy.write_text('{"maxRetentionDays": 2, "anonymizationSupported": false}')
     ok(proj, "agent", "create", "short", "--genes", "memo", "--data-policy", str(policy))
+    ok(proj, "agent", "create", "aged", "--genes", "memo", "--memory-quota", "1MB")
     v2 = gene_id(proj)
     days = 86_400 * 1_000_000
     clock = ManualClock(int(time.time() * 1_000_000) - 3 * days)
@@ -198,21 +200,22 @@ def test_list_purges_expired_entries(proj: Path, tmp_path: Path) -> None:
                "anonymizationSupported": False}
     ten_days = {**one_day, "maxRetentionDays": 10}
     with MemoryStore.open(proj / ".rotifer", clock=clock) as store:
-        memory = store.for_gene("bot", v2, "memo")
+        memory = store.for_gene("aged", v2, "memo")
         memory.write_memory("memo/old", b"gone", "CACHE", retention_policy=one_day)
         memory.write_memory("memo/kept", b"here", "PATTERN", retention_policy=ten_days)
         store.for_gene("short", v2, "memo").write_memory("memo/by-policy", b"x", "CONTEXT",
                                                          retention_policy=None)
     lines = len(audit(proj))
-    out = ok(proj, "agent", "memory", "list", "bot")
+    out = ok(proj, "agent", "memory", "list", "aged")
     keys = [line.split()[0] for line in out.splitlines()[1:-1]]
     assert "memo/old" not in keys and "memo/kept" in keys
-    assert out.splitlines()[-1].startswith(f"Usage: {USED + len('memo/kept') + 4} B of 1 MB")
+    assert out.splitlines()[-1].startswith(f"Usage: {len('memo/kept') + 4} B of 1 MB")
     expired = [line for line in audit(proj)[lines:] if line["action"] == "expire"]
     assert [(e["agent"], e["key"], e["category"]) for e in expired] == [
-        ("bot", "memo/old", "CACHE")]
+        ("aged", "memo/old", "CACHE")]
+    aged = json.loads(ok(proj, "agent", "memory", "list", "aged", "--json"))
+    assert aged["usedBytes"] == len("memo/kept") + 4
     # the agent's data policy (2 days) expires an entry that follows it
-    assert memory_json(proj)["usedBytes"] == USED + len("memo/kept") + 4
     out = ok(proj, "agent", "memory", "list", "short", "--json")
     assert json.loads(out)["entries"] == []
     assert [line["key"] for line in audit(proj) if line["action"] == "expire"] == [

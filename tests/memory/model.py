@@ -128,6 +128,8 @@ class Agent:
     max_retention_days: int | None
     anonymization_supported: bool
     entries: dict[str, Entry] = field(default_factory=dict)
+    #: The time of the agent's last change that wrote audit lines.
+    last_us: int = 0
 
     def used(self) -> int:
         return sum(e.size for e in self.entries.values())
@@ -147,6 +149,8 @@ class Model:
         self.agents: dict[str, Agent] = {}
         self.audit: list[dict[str, Any]] = []
         self.seq = 0
+        #: The time of the change the current call makes (see :meth:`stamp`).
+        self._ts: int | None = None
 
     # -- helpers ----------------------------------------------------------------
 
@@ -157,10 +161,24 @@ class Model:
                      anonymization_supported: bool = False) -> None:
         self.agents[agent] = Agent(quota, max_retention_days, anonymization_supported)
 
+    def stamp(self, agent: str) -> int:
+        """The time of this call's change: the clock, unless that is not after the
+        agent's last change (issue 15: times strictly increase per agent, in
+        commit order, whatever the clock does)."""
+        if self._ts is None:
+            self._ts = max(self.now, self.agents[agent].last_us + 1)
+        return self._ts
+
+    def begin_call(self) -> None:
+        self._ts = None
+
     def line(self, agent: str, action: str, key: str | None, category: Any, actor: Any,
-             nbytes: Any) -> None:
+             nbytes: Any, stamped: bool = True) -> None:
+        ts = self.now
+        if stamped:  # a change of the agent; refusals outside any change take the clock
+            ts = self.agents[agent].last_us = self.stamp(agent)
         self.audit.append({"agent": agent, "action": action, "key": key, "category": category,
-                           "actor": actor, "bytes": nbytes, "ts": self.now})
+                           "actor": actor, "bytes": nbytes, "ts": ts})
 
     def expires_us(self, a: Agent, e: Entry) -> int | None:
         """updatedAt plus the entry's own maxRetentionDays, or the data policy's when
@@ -191,7 +209,8 @@ class Model:
 
     def denied_no_id(self, agent: str, key: object) -> ModelError:
         """A gene without a v2 id: every call refused and recorded."""
-        self.line(agent, "access_denied", key if isinstance(key, str) else None, ANY, None, ANY)
+        self.line(agent, "access_denied", key if isinstance(key, str) else None, ANY, None, ANY,
+                  stamped=False)
         return ModelError("MEMORY_ACCESS_DENIED")
 
     @staticmethod
@@ -262,6 +281,7 @@ class Model:
 
     def read(self, agent: str, gene: Gene, key: object, category: object = None
              ) -> dict[str, Any] | None:
+        self.begin_call()
         if gene.gene_id is None:
             raise self.denied_no_id(agent, key)
         self.check_key(key)
@@ -281,6 +301,7 @@ class Model:
 
     def write(self, agent: str, gene: Gene, key: object, value: object, category: object,
               access: object = None, retention: object = UNSET_) -> dict[str, Any]:
+        self.begin_call()
         if gene.gene_id is None:
             raise self.denied_no_id(agent, key)
         self.check_key(key)
@@ -341,17 +362,20 @@ class Model:
 
         self.seq += 1
         if old is None:
-            e = Entry(key, cat, value, gene.gene_id, gene.domain, gene.gene_id, self.now,
-                      self.now, new_acc, new_ret, self.seq)
+            now = self.stamp(agent)
+            e = Entry(key, cat, value, gene.gene_id, gene.domain, gene.gene_id, now,
+                      now, new_acc, new_ret, self.seq)
             self.line(agent, "write", key, cat, gene.gene_id, size)
         else:
             e = replace(old, category=cat, value=value, last_accessed_by=gene.gene_id,
-                        updated_us=self.now, access=new_acc, retention=new_ret, seq=self.seq)
+                        updated_us=self.stamp(agent), access=new_acc, retention=new_ret,
+                        seq=self.seq)
             self.line(agent, "update", key, cat, gene.gene_id, size)
         a.entries[key] = e
         return e.as_json(agent)
 
     def query(self, agent: str, gene: Gene, flt: object = None) -> list[dict[str, Any]]:
+        self.begin_call()
         if gene.gene_id is None:
             raise self.denied_no_id(agent, None)
         flt = {} if flt is None else flt
@@ -392,6 +416,7 @@ class Model:
         return [e.as_json(agent) for e in found[:limit]]
 
     def delete(self, agent: str, gene: Gene, key: object) -> None:
+        self.begin_call()
         if gene.gene_id is None:
             raise self.denied_no_id(agent, key)
         self.check_key(key)
@@ -414,6 +439,7 @@ class Model:
         return sorted(found, key=lambda e: (e.updated_us, e.seq), reverse=True)
 
     def deployer_list(self, agent: str, category: object = None) -> list[dict[str, Any]]:
+        self.begin_call()
         if category is not None:
             self.check_category(category)
         self.purge(agent)
@@ -421,6 +447,7 @@ class Model:
         return [e.as_json(agent) for e in self._newest(a, category)]  # type: ignore[arg-type]
 
     def deployer_delete_key(self, agent: str, key: object) -> int:
+        self.begin_call()
         self.check_key(key)
         assert isinstance(key, str)
         self.purge(agent)
@@ -433,6 +460,7 @@ class Model:
         return 1
 
     def deployer_delete_category(self, agent: str, category: object) -> int:
+        self.begin_call()
         cat = self.check_category(category)
         self.purge(agent)
         a = self.agents[agent]

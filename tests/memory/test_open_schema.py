@@ -44,7 +44,7 @@ def test_opening_a_store_does_not_wait_for_a_write_in_progress(pg_fresh_url: str
         tx.insert_agent(_agent("a"))
     with holder.write("a") as tx:  # a write on agent "a", held open
         tx.put(row("a", "k"))
-        tx.update_agent("a", 3, 2)
+        tx.update_agent("a", 3, 2, 0)
         # A lock wait of 300 ms fails the open if it queues behind the write above.
         other = PostgresBackend(pg_fresh_url, lock_timeout_ms=300)
         store = MemoryStore(other, _audit(tmp_path))

@@ -221,7 +221,7 @@ def test_agent_settings_and_counters(raw: Backend) -> None:
     with raw.write("ag") as tx:
         tx.insert_agent(AgentRecord("ag", 4096, DataPolicy(30, True), 0, 1))
         tx.put(row("k", seq=1, value=b"12345"))
-        tx.update_agent("ag", 6, 2)
+        tx.update_agent("ag", 6, 2, 0)
     with raw.peek() as tx:
         assert tx.get_agent("ag") == AgentRecord("ag", 4096, DataPolicy(30, True), 6, 2)
 
@@ -248,7 +248,7 @@ def test_delete_keys_and_whole_agent(raw: Backend) -> None:
 
 def test_updating_a_missing_agent_is_a_storage_error(raw: Backend) -> None:
     with pytest.raises(MemoryError) as info, raw.write("ghost") as tx:
-        tx.update_agent("ghost", 0, 1)
+        tx.update_agent("ghost", 0, 1, 0)
     assert info.value.code is ErrorCode.STORAGE_ERROR
 
 
@@ -257,7 +257,7 @@ def test_an_exception_rolls_the_whole_transaction_back(raw: Backend) -> None:
         agent(tx)
     with pytest.raises(RuntimeError), raw.write("ag") as tx:
         tx.put(row("k", seq=1))
-        tx.update_agent("ag", 2, 2)
+        tx.update_agent("ag", 2, 2, 0)
         raise RuntimeError("boom")
     with raw.read() as tx:
         assert tx.get("ag", "k") is None
@@ -311,7 +311,7 @@ def test_writers_on_one_agent_take_turns(store_factory: StoreFactory) -> None:
         done.set()
 
     with one.write("ag") as tx:
-        tx.update_agent("ag", 0, 42)
+        tx.update_agent("ag", 0, 42, 0)
         thread = threading.Thread(target=second)
         thread.start()
         started.wait()

@@ -111,7 +111,7 @@ def test_the_database_refuses_to_commit_past_the_quota(pg_fresh_url: str) -> Non
 
 def _update(backend: PostgresBackend, used: int) -> None:
     with backend.write("a") as tx:
-        tx.update_agent("a", used, 2)
+        tx.update_agent("a", used, 2, 0)
 
 
 def test_a_busy_agent_times_out_as_a_storage_error(pg_fresh_url: str) -> None:
@@ -239,12 +239,12 @@ def test_a_forked_child_never_uses_the_parents_connections(pg_fresh_url: str) ->
     with backend.write("a") as tx:
         record = tx.get_agent("a")
         assert record is not None and record.next_seq == 7
-        tx.update_agent("a", 0, 8)
+        tx.update_agent("a", 0, 8, 0)
 
 
 def _child_writes(backend: PostgresBackend) -> None:
     with backend.write("a") as tx:
-        tx.update_agent("a", 0, 7)
+        tx.update_agent("a", 0, 7, 0)
     backend.close()
     os._exit(0)
 

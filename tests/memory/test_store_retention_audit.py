@@ -79,7 +79,9 @@ def test_expired_entries_are_purged_and_audited(store: MemoryStore, g: GeneMemor
     g.write_memory("gone1", b"v" * 10, "CACHE", retention_policy=RETAIN_1_DAY)
     g.write_memory("gone2", b"v" * 10, "PREFERENCE", retention_policy=RETAIN_1_DAY)
     g.write_memory("stays", b"v", "CACHE")
-    clock.advance(days=1)
+    # Written at the same clock reading, they got consecutive microseconds (a
+    # change's time strictly increases per agent), so gone2 expires 1 us later.
+    clock.advance(days=1, micros=1)
     if operation == "read":
         assert g.read_memory("stays") is not None
     elif operation == "query":
@@ -114,7 +116,7 @@ def test_null_retention_follows_the_agent_policy(store: MemoryStore, clock: Manu
     g = store.for_gene("short", A, "d")
     g.write_memory("follows", b"v", "CACHE")
     g.write_memory("own", b"v", "CACHE", retention_policy={**RETAIN_1_DAY, "maxRetentionDays": 2})
-    clock.advance(days=2)
+    clock.advance(days=2, micros=1)  # "own" was written 1 us after the clock's reading
     assert [e.key for e in g.query_memory()] == ["follows"]
     clock.advance(days=1)
     assert g.query_memory() == []

@@ -10,6 +10,7 @@ refuses one row, an audit log that cannot be appended to.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -150,6 +151,16 @@ def state(store: MemoryStore, agent: str = "bot") -> tuple[Any, ...]:
     return store.agent_record(agent), rows(store, agent)
 
 
+def same(now: tuple[Any, ...], before: tuple[Any, ...], changes: int) -> bool:
+    """The same memory, ``changes`` changes later (each move and import is a
+    numbered change of the agent, timed after the ones before it)."""
+    (record, entries), (was, was_entries) = now, before
+    return (entries == was_entries and record.next_seq == was.next_seq + changes
+            and record.last_us > was.last_us
+            and dataclasses.replace(record, next_seq=0, last_us=0)
+            == dataclasses.replace(was, next_seq=0, last_us=0))
+
+
 def code_of(fn: Callable[[], object]) -> ErrorCode:
     with pytest.raises(MemoryError) as info:
         fn()
@@ -178,7 +189,8 @@ def test_move_carries_everything_but_cache_unchanged(side: Callable[[str, str], 
     size = sum(r.size for r in carried)
     assert moved_record.quota_bytes == 4096 and moved_record.used_bytes == size
     assert moved_record.data_policy == record.data_policy
-    assert moved_record.next_seq == record.next_seq
+    # The move is the source's change N, the import the destination's change N + 1.
+    assert moved_record.next_seq == record.next_seq + 2
     assert [e.to_json() for e in dst.store.deployer("bot").list()] == listed
     assert dst.store.usage("bot") == (size, 4096)
     # The agent lives in one place: gone from the source, the other agent untouched.
@@ -196,9 +208,9 @@ def test_round_trip_there_and_back(side: Callable[[str, str], Side], clock: Manu
     populate(src.store, clock)
     before = state(src.store)
     move_agent(src.store, dst.store, "bot", keep_cache=True)
-    assert state(dst.store) == before
+    assert same(state(dst.store), before, changes=2)  # the move and the import
     move_agent(dst.store, src.store, "bot", keep_cache=True)
-    assert state(src.store) == before
+    assert same(state(src.store), before, changes=4)
     assert not dst.store.has_agent("bot")
 
 
@@ -222,7 +234,7 @@ def test_the_rules_hold_at_the_destination(side: Callable[[str, str], Side],
     # Only the creator may change the policies, as before the move.
     assert code_of(lambda: other_fmt.write_memory("formatter/indent", b"3", "PREFERENCE",
                                                   PRIVATE_TO_CREATOR)) is ErrorCode.ACCESS_DENIED
-    # Cleanup: c1 and c2 share a timestamp; c1 was written first, so it goes first.
+    # Cleanup: c1 was written (1 us) before c2, so it goes first.
     used, quota = dst.store.usage("bot")
     fmt.write_memory("formatter/big", b"b" * (quota - used + 50), "CONTEXT")
     assert [e.key for e in dst.store.deployer("bot").list("CACHE")] == ["formatter/c2"]
@@ -233,7 +245,7 @@ def test_the_rules_hold_at_the_destination(side: Callable[[str, str], Side],
     assert net.read_memory("network/seen") is not None
     clock.advance(seconds=1)
     assert net.read_memory("network/seen") is None
-    clock.advance(days=23)
+    clock.advance(days=23, micros=1)  # ctx was written 1 us after seen
     assert net.read_memory("network/ctx") is None
 
 
@@ -255,8 +267,8 @@ def test_cache_left_behind_is_audited_and_expired_entries_are_not_carried(
     populate(src.store, clock)
     src.store.for_gene("bot", A, "formatter").write_memory("formatter/brief", b"v", "CONTEXT",
                                                            retention_policy=DAY)
-    clock.advance(days=1)
-    move_agent(src.store, dst.store, "bot")
+    clock.advance(days=1, micros=10)  # past brief's time (writes at one clock reading
+    move_agent(src.store, dst.store, "bot")   # get consecutive microseconds)
     assert [r.key for r in rows(dst.store)] == [
         "formatter/secret", "network/seen", "network/ctx", "network/ctx-null",
         "formatter/indent"]

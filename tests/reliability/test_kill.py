@@ -25,6 +25,7 @@ import psycopg
 import pytest
 
 from rotifer.memory import MemoryStore
+from rotifer.memory.audit_verify import verify_agent
 
 from .helpers import (
     check_postgres,
@@ -194,7 +195,8 @@ def killer(target: Target, rng: random.Random, first: int, step: int, deadline: 
     "Faults", "Writers killed (SIGKILL) at random points of writes, updates, deletes and "
     "evictions, several at a time (SQLite and PostgreSQL)",
     "integrity_check ok (SQLite); byte total = sum of key+value bytes, never over quota (sampled "
-    "throughout); every stored change has its write-ahead audit line; the store works on")
+    "throughout); every stored change has its write-ahead audit line; audit verify passes "
+    "(killed writers' changes marked rolled_back); the store works on")
 def test_sigkill_writers_hundreds_of_times(target: Target, tmp_path: Path,
                                            figure: Callable[[str, object], None]) -> None:
     """Four slots keep a writer each (forked by churn.py's fork server: random writes in all categories, updates,
@@ -240,6 +242,15 @@ def test_sigkill_writers_hundreds_of_times(target: Target, tmp_path: Path,
     after = read_audit(tmp_path / ".rotifer")
     assert not after.torn and after.lines[-1]["key"] == "after"
     target.check()
+    # audit verify: the chain is intact, each killed writer's uncommitted change is
+    # found (and marked rolled_back), and the committed ones replay onto the store exactly.
+    with MemoryStore.open(tmp_path / ".rotifer", url=target.url) as store:
+        report = verify_agent(store, "a")
+        assert report.ok, report.message
+        assert verify_agent(store, "a").repaired == 0
+    rolled = sum(1 for line in read_audit(tmp_path / ".rotifer").lines
+                 if line["action"] == "rolled_back")
+    figure("rolled_back lines", rolled)
     print(f"{kills} kills in {seconds:.1f} s; {len(changes)} changes audited; "
           f"{counts['keys']} keys replayed; {sampler.samples} samples, peak "
           f"{sampler.peak}/{QUOTA} B; final {totals['a']}")

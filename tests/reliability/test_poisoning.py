@@ -69,7 +69,7 @@ def test_untrusted_input_only_in_cache_or_expiring(
                                 max_retention_days=3)
         assert entry.category.value == category
         assert entry.to_json()["retentionPolicy"]["maxRetentionDays"] == 3
-    clock.advance(days=3)
+    clock.advance(days=3, micros=10)  # writes at one clock reading get consecutive microseconds
     assert [e.key for e in g.query_memory()] == ["reader/page"]
     expired = [x["key"] for x in audit_lines(tmp_path / ".rotifer") if x["action"] == "expire"]
     assert sorted(expired) == sorted(

@@ -276,9 +276,11 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
 
 
 def _register_transfer() -> None:
+    from .audit import audit_group
     from .transfer import register
 
     register(agent_group)
+    agent_group.add_command(audit_group)
 
 
 _register_transfer()

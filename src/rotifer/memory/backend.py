@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields
-from typing import Protocol
+from typing import Any, Protocol
 
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
 
@@ -36,8 +36,11 @@ ROW_COLUMNS = (
 PUT_COLUMNS = ROW_COLUMNS.replace("value,", "value, size,")
 BRIEF_COLUMNS = "key, category, size, updated_us, seq, created_by"
 AGENT_COLUMNS = (
-    "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq"
+    "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq, "
+    "last_us"
 )
+#: Where the entry's columns start in a :func:`lookup_sql` result row.
+LOOKUP_ROW_AT = len(AGENT_COLUMNS.split(", ")) + 1
 
 
 def put_sql(placeholder: str) -> str:
@@ -71,8 +74,11 @@ class AgentRecord:
     quota_bytes: int
     data_policy: DataPolicy
     used_bytes: int
-    #: The next write-order number; orders entries updated in the same microsecond.
+    #: The number the agent's next change gets (see :mod:`rotifer.memory.changes`);
+    #: an entry's ``seq`` is the number of the change that last wrote it.
     next_seq: int
+    #: The time of the agent's last committed change (0: none since this was added).
+    last_us: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +158,10 @@ class Transaction(Protocol):
 
     def insert_agent(self, record: AgentRecord) -> None: ...
 
-    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int) -> None: ...
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int
+                     ) -> None:
+        """Commit a change's byte total, number and time (one statement)."""
+        ...
 
     def delete_agent(self, agent_id: str) -> None:
         """Remove the agent and all its entries."""
@@ -203,6 +212,17 @@ class Transaction(Protocol):
 
     def count(self, agent_id: str) -> int: ...
 
+    def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
+        """Keep a change's audit lines (JSON text) in this transaction, if the
+        backend keeps them (PostgreSQL: every worker's lines of an agent in one
+        place, in commit order); otherwise nothing."""
+        ...
+
+    def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
+        """The agent's kept audit lines in commit order; ``None`` if this
+        backend keeps none (the log files are then the only record)."""
+        ...
+
     def sum_sizes(self, agent_id: str) -> int:
         """Recount the bytes of an agent's entries (for checks, not hot paths)."""
         ...
@@ -213,6 +233,8 @@ class Backend(Protocol):
 
     #: A short name for messages and docs, e.g. ``"sqlite"``.
     name: str
+    #: Does the backend keep each change's audit lines itself (``log_lines``)?
+    keeps_audit: bool
 
     def read(self) -> AbstractContextManager[Transaction]:
         """A read-only transaction that sees one consistent snapshot."""

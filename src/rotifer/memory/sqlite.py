@@ -27,7 +27,9 @@ from typing import Any
 from urllib.parse import quote
 
 from .backend import (
+    AGENT_COLUMNS,
     BRIEF_COLUMNS,
+    LOOKUP_ROW_AT,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
@@ -93,10 +95,19 @@ def _step_1(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
+def _step_2(conn: sqlite3.Connection) -> None:
+    """``memory_agents.last_us``: the time of the agent's last change, so the next
+    one is stamped after it whatever the clock does (see memory/changes.py).
+    Existing agents start from their newest entry's update time."""
+    conn.execute("ALTER TABLE memory_agents ADD COLUMN last_us INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE memory_agents SET last_us = coalesce((SELECT max(updated_us) FROM "
+                 "memory_entries e WHERE e.agent_id = memory_agents.agent_id), 0)")
+
+
 #: Step n takes a file from schema version n - 1 (``PRAGMA user_version``) to n.
 #: Opening reads the version without a lock and runs DDL only when a step is
 #: missing: the write lock it needs would queue behind every write in progress.
-STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1}
+STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2}
 SCHEMA_VERSION = max(STEPS)
 
 
@@ -175,7 +186,7 @@ def make_brief(r: tuple[Any, ...]) -> Brief:
 
 
 def make_agent(r: tuple[Any, ...]) -> AgentRecord:
-    return AgentRecord(r[0], r[1], _data_policy(r[2], bool(r[3])), r[4], r[5])
+    return AgentRecord(r[0], r[1], _data_policy(r[2], bool(r[3])), r[4], r[5], r[6])
 
 
 @functools.lru_cache(maxsize=256)
@@ -194,9 +205,8 @@ class SqliteTransaction:
         return row
 
     def get_agent(self, agent_id: str) -> AgentRecord | None:
-        r = self._one(
-            "SELECT agent_id, quota_bytes, max_retention_days, anonymization_supported, "
-            "used_bytes, next_seq FROM memory_agents WHERE agent_id = ?", (agent_id,))
+        r = self._one(f"SELECT {AGENT_COLUMNS} FROM memory_agents WHERE agent_id = ?",
+                      (agent_id,))
         return None if r is None else make_agent(r)
 
     def list_agents(self) -> list[str]:
@@ -205,14 +215,16 @@ class SqliteTransaction:
 
     def insert_agent(self, record: AgentRecord) -> None:
         self.conn.execute(
-            "INSERT INTO memory_agents VALUES (?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (record.agent_id, record.quota_bytes, record.data_policy.max_retention_days,
-             int(record.data_policy.anonymization_supported), record.used_bytes, record.next_seq))
+             int(record.data_policy.anonymization_supported), record.used_bytes, record.next_seq,
+             record.last_us))
 
-    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int) -> None:
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int
+                     ) -> None:
         cur = self.conn.execute(
-            "UPDATE memory_agents SET used_bytes = ?, next_seq = ? WHERE agent_id = ?",
-            (used_bytes, next_seq, agent_id))
+            "UPDATE memory_agents SET used_bytes = ?, next_seq = ?, last_us = ? "
+            "WHERE agent_id = ?", (used_bytes, next_seq, last_us, agent_id))
         if cur.rowcount != 1:
             raise storage(f"agent {agent_id!r} has no memory")
 
@@ -230,7 +242,8 @@ class SqliteTransaction:
         r = self._one(LOOKUP_SQL, (now_us, key, agent_id))
         if r is None:
             return None
-        return make_agent(r[:6]), bool(r[6]), None if r[7] is None else make_row(r[7:])
+        at = LOOKUP_ROW_AT
+        return make_agent(r[:at - 1]), bool(r[at - 1]), None if r[at] is None else make_row(r[at:])
 
     def put(self, row: Row) -> None:
         # An upsert, not INSERT OR REPLACE: replacing deletes the old row and
@@ -326,6 +339,12 @@ class SqliteTransaction:
         r = self._one("SELECT count(*) FROM memory_entries WHERE agent_id = ?", (agent_id,))
         return int(r[0]) if r else 0
 
+    def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
+        """SQLite keeps no copy: the one ``audit.jsonl`` beside it is the record."""
+
+    def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
+        return None
+
     def sum_sizes(self, agent_id: str) -> int:
         r = self._one("SELECT coalesce(sum(size), 0) FROM memory_entries WHERE agent_id = ?",
                       (agent_id,))
@@ -341,6 +360,7 @@ class SqliteBackend:
     """SQLite behind the backend interface; safe across threads and processes."""
 
     name = "sqlite"
+    keeps_audit = False
 
     def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S,
                  create: bool = True) -> None:
@@ -400,6 +420,15 @@ class SqliteBackend:
             what = "is empty" if empty else "holds no rotifer memory"
             raise storage(f"the memory database {self.path} {what} (was it replaced or "
                           "damaged?)")
+
+    def _abandoned(self) -> None:
+        """Roll back a transaction an interrupt left open (Ctrl-C or a deadline's
+        signal raised where no ``finally`` could run, e.g. on entering
+        ``__exit__``): transactions never nest, so an open one here is dead, and
+        reading through it would see changes that were never committed."""
+        with suppress(sqlite3.Error):  # a closed connection fails at its next statement
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
 
     def _version(self) -> int:
         row = self.conn.execute("PRAGMA user_version").fetchone()
@@ -466,11 +495,15 @@ class _Transaction(AbstractContextManager[SqliteTransaction]):
         backend = self.backend
         backend._lock.acquire()
         try:
+            backend._abandoned()
             backend._begin(self.begin)
         except sqlite3.Error as exc:
             backend._lock.release()
             raise storage(f"memory store failed: {exc}") from exc
-        except BaseException:
+        except BaseException:  # an interrupt, possibly just after BEGIN ran
+            if backend.conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    backend.conn.execute("ROLLBACK")
             backend._lock.release()
             raise
         return SqliteTransaction(backend.conn)
@@ -493,6 +526,12 @@ class _Transaction(AbstractContextManager[SqliteTransaction]):
                     conn.execute("ROLLBACK")
                 raise storage(f"memory store failed to commit: {commit_exc}") from commit_exc
         finally:
+            # An interrupt (Ctrl-C, a deadline's signal) raised here before COMMIT
+            # ran leaves the transaction open: end it, so the connection is clean
+            # for the next call and for asking whether the change committed.
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             backend._lock.release()
 
 
@@ -506,6 +545,11 @@ class _Peek(AbstractContextManager[SqliteTransaction]):
 
     def __enter__(self) -> SqliteTransaction:
         self.backend._lock.acquire()
+        try:
+            self.backend._abandoned()
+        except BaseException:
+            self.backend._lock.release()
+            raise
         return SqliteTransaction(self.backend.conn)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

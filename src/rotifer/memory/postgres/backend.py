@@ -10,7 +10,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import psycopg
 
@@ -31,6 +31,7 @@ class PostgresBackend:
     """
 
     name = "postgresql"
+    keeps_audit = True
 
     def __init__(self, url: str, *, max_idle: int = MAX_IDLE,
                  lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> None:
@@ -138,6 +139,14 @@ class PostgresBackend:
                 if not again or time.monotonic() + pause >= deadline:
                     raise error from exc
                 time.sleep(pause)
+            except BaseException:
+                # An interrupt after BEGIN (perhaps holding the agent's row lock):
+                # close the connection, or its open transaction keeps the lock
+                # until it is garbage-collected and every writer of the agent waits.
+                with suppress(Exception):
+                    conn.close()
+                self.connections.discard(conn)
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
@@ -183,6 +192,15 @@ class PostgresBackend:
             conn.execute("COMMIT")
         except psycopg.Error as exc:
             raise self._failed(conn, exc, "memory store failed to commit") from exc
+        except BaseException:
+            # An interrupt (Ctrl-C, SIGTERM, a gene's deadline) in the middle of
+            # COMMIT: the connection's state is unknown, so it is closed, never
+            # reused (and its slot freed).  Whether the change committed is asked
+            # of the store by the caller (memory/changes.py: settle).
+            with suppress(Exception):
+                conn.close()
+            self.connections.discard(conn)
+            raise
         if self.connections.give_back(conn):  # pragma: no cover - cut off after COMMIT returned
             raise self.connections.timed_out()
 

@@ -58,7 +58,11 @@ class Connections:
         self.settings = settings
         self.location = settings.location
         self._max_idle = max_idle
-        self._cond = threading.Condition(threading.Lock())
+        # Re-entrant: an interrupt (Ctrl-C, a gene's deadline) raised just after
+        # the lock was taken, before ``with`` could protect it, leaves it held;
+        # with a plain Lock the same thread's next call deadlocked (found by the
+        # interruption tests of issue 15).
+        self._cond = threading.Condition(threading.RLock())
         self._idle: list[tuple[Connection, float]] = []  # (connection, idle since)
         self._open_count = 0  # idle + in use, for the cap
         #: Idle seconds after which ``take(ping=True)`` checks a pooled connection first.

@@ -85,8 +85,35 @@ def _step_1(conn: Connection) -> None:
             conn.execute(statement)
 
 
+STEP_2: Final = """
+ALTER TABLE memory_agents ADD COLUMN IF NOT EXISTS last_us bigint NOT NULL DEFAULT 0;
+UPDATE memory_agents a SET last_us = coalesce((SELECT max(updated_us) FROM memory_entries e
+    WHERE e.agent_id = a.agent_id), 0);
+CREATE TABLE IF NOT EXISTS memory_audit (
+    id bigserial PRIMARY KEY,
+    agent_id text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    line text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_audit_agent ON memory_audit (agent_id, id)
+"""
+
+
+def _step_2(conn: Connection) -> None:
+    """Issue 15.  ``memory_agents.last_us``: the time of the agent's last change,
+    so the next one is stamped after it whatever the clock does (existing agents
+    start from their newest entry's update time).  ``memory_audit``: every
+    change's audit lines, inserted in the change's own transaction -- so every
+    worker's lines of an agent are in one place, in commit order (``id`` order
+    per agent: the agent's row lock is held while they are inserted), and only
+    lines of committed changes.  Kept when an agent is dropped: it is history."""
+    for statement in STEP_2.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
 #: Step n takes a database from version n - 1 to version n.
-STEPS: Final[dict[int, Callable[[Connection], None]]] = {1: _step_1}
+STEPS: Final[dict[int, Callable[[Connection], None]]] = {1: _step_1, 2: _step_2}
 SCHEMA_VERSION: Final = max(STEPS)
 
 #: Everything an open needs to know, in one statement that takes no lock a writer holds.

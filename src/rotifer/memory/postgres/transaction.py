@@ -7,6 +7,7 @@ transaction with the agent locked, and ends that transaction afterwards.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -16,6 +17,7 @@ from psycopg.types.json import Jsonb
 from ..backend import (
     AGENT_COLUMNS,
     BRIEF_COLUMNS,
+    LOOKUP_ROW_AT,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
@@ -86,7 +88,7 @@ def make_brief(r: tuple[Any, ...]) -> Brief:
 
 
 def make_agent(r: tuple[Any, ...]) -> AgentRecord:
-    return AgentRecord(r[0], r[1], DataPolicy(r[2], bool(r[3])), r[4], r[5])
+    return AgentRecord(r[0], r[1], DataPolicy(r[2], bool(r[3])), r[4], r[5], r[6])
 
 
 class PostgresTransaction:
@@ -142,13 +144,15 @@ class PostgresTransaction:
 
     def insert_agent(self, record: AgentRecord) -> None:
         self._run(
-            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
             (record.agent_id, record.quota_bytes, record.data_policy.max_retention_days,
-             record.data_policy.anonymization_supported, record.used_bytes, record.next_seq))
+             record.data_policy.anonymization_supported, record.used_bytes, record.next_seq,
+             record.last_us))
 
-    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int) -> None:
-        n = self._run("UPDATE memory_agents SET used_bytes = %s, next_seq = %s WHERE agent_id = %s",
-                      (used_bytes, next_seq, agent_id))
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int
+                     ) -> None:
+        n = self._run("UPDATE memory_agents SET used_bytes = %s, next_seq = %s, last_us = %s "
+                      "WHERE agent_id = %s", (used_bytes, next_seq, last_us, agent_id))
         if n != 1:
             raise storage(f"agent {agent_id!r} has no memory")
 
@@ -174,7 +178,8 @@ class PostgresTransaction:
         r = self._one(LOOKUP_SQL, (now_us, key, agent_id))
         if r is None:
             return None
-        return make_agent(r[:6]), bool(r[6]), None if r[7] is None else make_row(r[7:])
+        at = LOOKUP_ROW_AT
+        return make_agent(r[:at - 1]), bool(r[at - 1]), None if r[at] is None else make_row(r[at:])
 
     def put(self, row: Row) -> None:
         self._run(PUT_SQL, row_params(row))
@@ -262,6 +267,17 @@ class PostgresTransaction:
     def count(self, agent_id: str) -> int:
         r = self._one("SELECT count(*) FROM memory_entries WHERE agent_id = %s", (agent_id,))
         return int(r[0]) if r else 0
+
+    def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
+        """One statement for all of a change's lines; ids (commit order per agent,
+        as the agent's row lock is held) come from the sequence."""
+        self._run("INSERT INTO memory_audit (agent_id, seq, line) "
+                  "SELECT %s, %s, unnest(%s::text[])", (agent_id, seq, lines))
+
+    def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
+        rows = self.conn.execute("SELECT line FROM memory_audit WHERE agent_id = %s "
+                                 "ORDER BY id", (agent_id,)).fetchall()
+        return [json.loads(r[0]) for r in rows]
 
     def sum_sizes(self, agent_id: str) -> int:
         r = self._one("SELECT coalesce(sum(size), 0)::bigint FROM memory_entries "

@@ -33,7 +33,7 @@ class Watchdog:
     """Cuts off connections that are still in use at their deadline."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = threading.Condition(threading.RLock())  # see connection.py: interrupts
         self._armed: dict[int, tuple[float, Connection]] = {}
         self._fired: set[int] = set()
         self._thread: threading.Thread | None = None

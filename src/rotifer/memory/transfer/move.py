@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+from ..audit import DEPLOYER
+from ..changes import Change, settle
 from ..errors import ErrorCode, MemoryError, invalid, storage
 from ..store import MemoryStore
 from .checks import ExportChecker
@@ -62,10 +65,14 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     copied = False
     sha256 = ""
     tally = Tally(progress)
+    change = Change(agent_id, 0, DEPLOYER, removes_agent=True)
     try:
         with source.backend.long_running(), source.backend.write(agent_id) as tx:
-            now = source.clock.now_us()
-            record = open_source(tx, agent_id, progress)
+            held = open_source(tx, agent_id, progress)
+            now = change.now_us = max(source.clock.now_us(), held.last_us + 1)
+            # The move is the source's change N; the destination's import is N + 1.
+            change.seq = held.next_seq
+            record = dataclasses.replace(held, next_seq=held.next_seq + 1)
             checker = ExportChecker(head_of(record, keep_cache, now, src),
                                     quota_bytes=quota_bytes)
             carried = (entry_record(row) for what, row in
@@ -95,9 +102,10 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                                    createdBy=r.created_by)
                 yield from expired
 
-            audit_in_batches(source, lines())
+            audit_in_batches(source, tx, change, lines())
             tx.delete_agent(agent_id)
     except BaseException as exc:  # an interrupt after the copy must not leave two copies
+        settle(source.backend, source.audit, source.clock, change, exc)
         done = copied and _undo_copy(source, destination, agent_id, exc)
         if not done or not isinstance(exc, Exception):
             raise

@@ -10,6 +10,7 @@ checksum (:class:`~.document.EntrySet`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Final
 
 from ..audit import DEPLOYER
 from ..backend import AgentRecord, Row, Transaction
+from ..changes import Change, log_change, settle
 from ..clock import format_time
 from ..errors import ErrorCode, MemoryError, invalid, storage
 from ..model import Category, entry_id
@@ -67,15 +69,21 @@ def line(now_us: int, agent_id: str, action: str, key: str | None = None,
     return line
 
 
-def audit_in_batches(store: MemoryStore, lines: Iterable[dict[str, Any]]) -> None:
+def audit_in_batches(store: MemoryStore, tx: Transaction, change: Change,
+                     lines: Iterable[dict[str, Any]]) -> None:
+    """Log a long change's lines in batches, each carrying the change's ``seq``:
+    every batch goes to the backend's own copy (in ``tx``) and the log before the
+    commit, as one change's lines always do."""
+    assert change.agent_id is not None and change.seq is not None
     batch: list[dict[str, Any]] = []
     for line in lines:
+        line["seq"] = change.seq
         batch.append(line)
         if len(batch) >= LINES_PER_WRITE:
-            store.audit.write(batch)
+            log_change(store.backend, tx, store.audit, change.agent_id, change.seq, batch, change)
             batch = []
     if batch:
-        store.audit.write(batch)
+        log_change(store.backend, tx, store.audit, change.agent_id, change.seq, batch, change)
 
 
 class Tally:
@@ -191,7 +199,10 @@ def verify(tx: Transaction, record: AgentRecord, expected: EntrySet) -> None:
     settings, the count and bytes, and every entry, field by field (through
     its checksum as it would be exported now)."""
     agent_id = record.agent_id
-    if tx.get_agent(agent_id) != record:
+    held = tx.get_agent(agent_id)
+    # last_us is the time of the import itself, not part of what was exported.
+    if held is None or dataclasses.replace(held, last_us=0) != \
+            dataclasses.replace(record, last_us=0):
         raise storage(f"verification failed: agent {agent_id!r}'s settings differ after copying")
     count, used = tx.count(agent_id), tx.sum_sizes(agent_id)
     if count != expected.count or used != record.used_bytes:
@@ -211,32 +222,45 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
     stream in, verified and audited before it commits.  ``tail()`` gives the
     document's closing fields once the entries are exhausted."""
     agent_id = checker.agent_id
-    now = store.clock.now_us()
-    with store.backend.long_running(), store.backend.write(agent_id) as tx:
-        if tx.get_agent(agent_id) is not None:
-            raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
-                          "nothing was changed (remove it there first if it must go)")
-        tx.insert_agent(checker.empty_record())
-        read = 0
-        for n, rec in enumerate(entries):
-            row = checker.row(rec, n)
-            tx.put(row)
-            if progress is not None:
-                done = doc.read if doc is not None and doc.size is not None else read + row.size
-                progress.advance(1, done - read)
-                read = done
-        if progress is not None and doc is not None and doc.size is not None:
-            progress.advance(0, doc.read - read)  # the closing fields
-        record = checker.finish(tail())
-        tx.update_agent(agent_id, record.used_bytes, record.next_seq)
-        verify(tx, record, checker.entries)
-        head = line(now, agent_id, "import_agent", nbytes=record.used_bytes,
-                     entries=checker.entries.count, sha256=checker.checksum.hexdigest(),
-                     quotaBytes=record.quota_bytes, dataPolicy=record.data_policy.to_json(),
-                     via=via, source=origin)
-        lines = (line(now, agent_id, "import", r.key, r.category, r.size,
-                       createdBy=r.created_by, via=via) for r in tx.iter_newest(agent_id))
-        audit_in_batches(store, _chain([head], lines))  # before the commit, as every change
+    change = Change(agent_id, 0, DEPLOYER)
+    try:
+        with store.backend.long_running(), store.backend.write(agent_id) as tx:
+            if tx.get_agent(agent_id) is not None:
+                raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
+                              "nothing was changed (remove it there first if it must go)")
+            tx.insert_agent(checker.empty_record())
+            read = 0
+            latest = 0
+            for n, rec in enumerate(entries):
+                row = checker.row(rec, n)
+                latest = max(latest, row.updated_us)
+                tx.put(row)
+                if progress is not None:
+                    done = (doc.read if doc is not None and doc.size is not None
+                            else read + row.size)
+                    progress.advance(1, done - read)
+                    read = done
+            if progress is not None and doc is not None and doc.size is not None:
+                progress.advance(0, doc.read - read)  # the closing fields
+            exported = checker.finish(tail())
+            # The import is change number nextSeq of the agent (its lines carry
+            # it), timed after every entry it brings; the next change is the one after.
+            change.seq = exported.next_seq
+            now = change.now_us = max(store.clock.now_us(), latest + 1)
+            record = dataclasses.replace(exported, next_seq=exported.next_seq + 1, last_us=now)
+            tx.update_agent(agent_id, record.used_bytes, record.next_seq, record.last_us)
+            verify(tx, record, checker.entries)
+            head = line(now, agent_id, "import_agent", nbytes=record.used_bytes,
+                        entries=checker.entries.count, sha256=checker.checksum.hexdigest(),
+                        quotaBytes=record.quota_bytes, dataPolicy=record.data_policy.to_json(),
+                        via=via, source=origin)
+            lines = (line(now, agent_id, "import", r.key, r.category, r.size,
+                          createdBy=r.created_by, via=via) for r in tx.iter_newest(agent_id))
+            # before the commit, as every change
+            audit_in_batches(store, tx, change, _chain([head], lines))
+    except BaseException as exc:
+        settle(store.backend, store.audit, store.clock, change, exc)
+        raise
     return record
 
 
@@ -288,5 +312,6 @@ def verify_agent(store: MemoryStore, export: Mapping[str, Any], *,
     for n, rec in enumerate(doc.entries):
         checker.row(rec, n)
     record = checker.finish(doc.tail)
+    record = dataclasses.replace(record, next_seq=record.next_seq + 1)  # the import's own number
     with store.backend.long_running(), store.backend.read() as tx:
         verify(tx, record, checker.entries)

@@ -1,0 +1,148 @@
+"""One change of an agent's memory: its time, its number, its audit lines.
+
+Every change runs in one backend write transaction that holds the agent
+exclusively, and everything that makes it true is decided *inside* that
+transaction:
+
+* Its time.  The clock is read after the lock is taken, and the change gets
+  ``max(clock, last_us + 1)``, where ``last_us`` (on the agent's row) is the
+  time of the agent's previous committed change.  So ``updatedAt``,
+  ``createdAt`` and the audit ``ts`` strictly increase per agent in commit
+  order, even when the clock steps back or two changes fall in one
+  microsecond -- and the rules that order by ``updatedAt`` (cleanup oldest
+  first, query newest first, ``since``) follow the order changes were made.
+* Its number, ``seq``: the agent's ``next_seq`` when the change began.  Every
+  change that writes audit lines commits ``next_seq = seq + 1`` and
+  ``last_us = ts`` with its one ``update_agent`` statement, so committed
+  changes of an agent are numbered 1, 2, 3, ... without gaps, an entry's
+  write-order number is the seq of the change that last wrote it, and "was
+  change N committed?" is answered by the store alone: ``next_seq > N``.
+  A call that writes no line (a read that only notes ``lastAccessedBy``)
+  takes no number.
+* Its audit lines, appended before the commit (write-ahead).  If the
+  transaction then does not commit -- an exception, a deadline or Ctrl-C
+  landing anywhere, a commit that fails, a lost connection -- the caller
+  asks the store whether seq N was committed (never guessing from where the
+  exception came from: an interrupt raised just after ``COMMIT`` returned is
+  a committed change) and, if not, appends a ``rolled_back`` line naming N
+  before the exception goes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .audit import AuditLog, encode_lines, rolled_back_line
+from .backend import Backend, Row, Transaction
+from .clock import Clock, format_time
+from .errors import ErrorCode, MemoryError
+from .model import Category, MemoryEntry, entry_id, stored_entry
+
+
+def to_entry(row: Row, last_accessed_by: str | None = None) -> MemoryEntry:
+    return stored_entry(
+        entry_id(row.agent_id, row.key), row.category, row.key, row.value, row.created_by,
+        last_accessed_by or row.last_accessed_by, format_time(row.created_us),
+        format_time(row.updated_us), row.access, row.retention,
+    )
+
+
+@dataclass
+class Change:
+    """What one write transaction will do: audit lines first, then the change."""
+
+    agent_id: str | None
+    now_us: int
+    actor: str | None
+    #: The agent's change number (``None`` outside an agent's transaction).
+    seq: int | None = None
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    error: MemoryError | None = None
+    #: The entry under the call's key as stored when the transaction began
+    #: (after the expiry purge), so the body need not read it again.
+    row: Row | None = None
+    #: The agent's byte total after the change (the body sets it when it changes).
+    used: int = 0
+    #: Set just before the lines are appended: from then on, a failure must be
+    #: settled (committed or not?) and a rolled_back line written if not.
+    logged: bool = False
+    #: Set once the append returned: the lines are certainly in the log.
+    appended: bool = False
+    #: The change removes the agent (committed iff the agent is gone).
+    removes_agent: bool = False
+
+    def line(self, action: str, key: str | None, category: Category | None, nbytes: int,
+             actor: str | None = None, **extra: Any) -> dict[str, Any]:
+        entry = {
+            "ts": format_time(self.now_us),
+            "agent": self.agent_id,
+            "action": action,
+            "key": key,
+            "category": None if category is None else category.value,
+            "actor": actor if actor is not None else self.actor,
+            "bytes": nbytes,
+            "entryId": None if key is None or self.agent_id is None
+            else entry_id(self.agent_id, key),
+        }
+        entry.update(extra)
+        if self.seq is not None:
+            entry["seq"] = self.seq
+        self.lines.append(entry)
+        return entry
+
+    def refuse(self, error: MemoryError, operation: str, key: str | None,
+               category: Category | None, nbytes: int = 0) -> None:
+        action = "quota_exceeded" if error.code is ErrorCode.QUOTA_EXCEEDED else "access_denied"
+        self.line(action, key, category, nbytes, operation=operation, code=error.code.value,
+                  reason=error.message)
+        self.error = error
+
+
+def log_change(backend: Backend, tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
+               lines: list[dict[str, Any]], change: Change | None = None) -> None:
+    """Record a change's lines before its commit: in the backend's own copy (in
+    the same transaction) if it keeps one, then appended to the log.  From
+    here on a failure must be settled, so ``change.logged`` is set first."""
+    if change is not None:
+        change.logged = True
+    if backend.keeps_audit:
+        encoded = encode_lines(lines)
+        tx.log_lines(agent_id, seq, encoded)
+        audit.write(lines, encoded)
+    else:
+        audit.write(lines)
+    if change is not None:
+        change.appended = True
+
+
+def committed(backend: Backend, agent_id: str, seq: int, removes_agent: bool = False) -> bool:
+    """Was change ``seq`` of ``agent_id`` committed?  Asked of the store itself."""
+    with backend.peek() as tx:
+        record = tx.get_agent(agent_id)
+    if removes_agent:
+        return record is None or record.next_seq != seq
+    return record is not None and record.next_seq > seq
+
+
+def settle(backend: Backend, audit: AuditLog, clock: Clock, change: Change,
+           exc: BaseException) -> None:
+    """After a change whose lines were appended failed: if the store says it was
+    not committed, append its ``rolled_back`` line.  Best effort: if the store
+    cannot be asked or the line cannot be written, the next change of the agent
+    or ``rotifer agent audit verify`` writes it."""
+    if not change.logged or change.agent_id is None or change.seq is None:
+        return
+    try:
+        if committed(backend, change.agent_id, change.seq, change.removes_agent):
+            return
+        if not change.appended and change.lines and not audit.ends_with(
+                change.agent_id, change.seq, change.lines[-1]["ts"]):
+            return  # interrupted before its lines went out: nothing to take back
+        reason = f"not committed: {type(exc).__name__}"
+        if isinstance(exc, MemoryError):
+            reason += f" {exc.code.value}"
+        audit.write([rolled_back_line(format_time(clock.now_us()), change.agent_id,
+                                      change.seq, reason, change.actor)])
+    except Exception:
+        pass

@@ -1,0 +1,125 @@
+"""The deployer's view of an agent's memory, and the memory of a gene outside
+any agent (every call refused).
+
+The deployer lists without values and deletes whatever the policies say; its
+changes are audited with actor ``deployer``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .audit import DEPLOYER, AuditLog
+from .backend import AgentRecord, Row, Transaction
+from .changes import Change, to_entry
+from .clock import format_time
+from .errors import ErrorCode, MemoryError, denied
+from .model import (
+    UNSET,
+    AccessPolicy,
+    Category,
+    MemoryEntry,
+    MemoryFilter,
+    RetentionPolicy,
+    Unset,
+    check_key,
+    parse_category,
+)
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+
+class DeployerMemory:
+    """The agent owner's view: list without values, delete whatever the policies say."""
+
+    def __init__(self, store: MemoryStore, agent_id: str) -> None:
+        self.store = store
+        self.agent_id = agent_id
+
+    def list(self, category: Category | str | None = None) -> list[MemoryEntry]:
+        """Every live entry (most recently updated first); callers must not print values."""
+        wanted = None if category is None else parse_category(category)
+        self.store.purge_expired(self.agent_id)
+        with self.store.backend.read() as tx:
+            return [to_entry(r) for r in tx.iter_newest(self.agent_id, category=wanted)]
+
+    def delete_key(self, key: str) -> int:
+        check_key(key)
+
+        def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
+            row = change.row
+            if row is None:
+                change.error = MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
+                return 0
+            return _deployer_delete(tx, record, change, [row])
+
+        return self.store.change(self.agent_id, DEPLOYER, body, key)
+
+    def delete_category(self, category: Category | str) -> int:
+        wanted = parse_category(category)
+
+        def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
+            rows = list(tx.iter_newest(self.agent_id, category=wanted))
+            return _deployer_delete(tx, record, change, rows)
+
+        return self.store.change(self.agent_id, DEPLOYER, body)
+
+
+def _deployer_delete(tx: Transaction, record: AgentRecord, change: Change,
+                     rows: list[Row]) -> int:
+    for row in rows:
+        change.line("deployer_delete", row.key, row.category, row.size, createdBy=row.created_by)
+    if rows:
+        tx.delete(record.agent_id, [r.key for r in rows])
+        change.used = record.used_bytes - sum(r.size for r in rows)
+    return len(rows)
+
+
+class DeniedMemory:
+    """Memory for a gene that runs outside any agent (``rotifer run``): every call
+    is refused with MEMORY_ACCESS_DENIED, and recorded when an audit log is given."""
+
+    def __init__(self, reason: str = "memory calls only work when the gene runs as part of an "
+                 "agent", audit: AuditLog | None = None, actor: str | None = None) -> None:
+        self.reason = reason
+        self.audit = audit
+        self.actor = actor
+
+    def _refuse(self, operation: str, key: object = None) -> MemoryError:
+        error = denied(self.reason)
+        if self.audit is not None:
+            from .clock import SystemClock
+
+            ts = format_time(SystemClock().now_us())
+            line = {"ts": ts, "agent": None, "action": "access_denied",
+                    "key": key if isinstance(key, str) else None, "category": None,
+                    "actor": self.actor, "bytes": 0, "entryId": None, "operation": operation,
+                    "code": error.code.value, "reason": self.reason}
+            try:
+                self.audit.write([line])
+            finally:
+                self.audit.telemetry({"ts": ts, "event": "memory_access_denied", "agent": None,
+                                      "operation": operation, "actor": self.actor,
+                                      "category": None})
+        return error
+
+    def read_memory(self, key: str, category: Category | str | None = None) -> MemoryEntry | None:
+        raise self._refuse("read", key)
+
+    def write_memory(
+        self,
+        key: str,
+        value: bytes,
+        category: Category | str,
+        access_policy: AccessPolicy | dict[str, Any] | None = None,
+        retention_policy: RetentionPolicy | dict[str, Any] | Unset | None = UNSET,
+    ) -> MemoryEntry:
+        raise self._refuse("write", key)
+
+    def query_memory(self, filter: MemoryFilter | dict[str, Any] | None = None
+                     ) -> list[MemoryEntry]:
+        raise self._refuse("query")
+
+    def delete_memory(self, key: str) -> None:
+        raise self._refuse("delete", key)

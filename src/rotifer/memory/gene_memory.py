@@ -1,0 +1,291 @@
+"""A gene's view of its agent's memory: the seed's four calls (``ctx.memory``).
+
+Each call acts under the gene's v2 id and domain and checks the entry's access
+policy before every read, write and delete; changes run through
+:meth:`MemoryStore.change <rotifer.memory.store.MemoryStore.change>`, which
+times, numbers and audits them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .backend import AgentRecord, Brief, Row, Transaction
+from .changes import Change, to_entry
+from .errors import ErrorCode, MemoryError, denied, invalid
+from .model import (
+    DEFAULT_ACCESS_POLICY,
+    EVICTION_ORDER,
+    MAX_QUERY_BYTES,
+    UNSET,
+    AccessPolicy,
+    Category,
+    DataPolicy,
+    MemoryEntry,
+    MemoryFilter,
+    RetentionPolicy,
+    Unset,
+    check_key,
+    check_value,
+    parse_category,
+    parse_retention,
+)
+from .policy import Actor, check_fits_data_policy, expires_at, scope_allows
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+
+class GeneMemoryAccess(Protocol):
+    """The four calls a gene gets as ``ctx.memory``."""
+
+    def read_memory(self, key: str, category: Category | str | None = None) -> MemoryEntry | None:
+        ...
+
+    def write_memory(
+        self,
+        key: str,
+        value: bytes,
+        category: Category | str,
+        access_policy: AccessPolicy | dict[str, Any] | None = None,
+        retention_policy: RetentionPolicy | dict[str, Any] | Unset | None = UNSET,
+    ) -> MemoryEntry: ...
+
+    def query_memory(self, filter: MemoryFilter | dict[str, Any] | None = None) -> list[MemoryEntry]:
+        ...
+
+    def delete_memory(self, key: str) -> None: ...
+
+
+#: What a gene id must look like (the gene layer's ``V2_ID_RE``; memory/ does not
+#: import genes/).  Checked once per view, so a call costs nothing more.
+_V2_ID = re.compile(r"v2:[0-9a-f]{64}")
+
+
+class GeneMemory:
+    """One gene's view of its agent's memory: the seed's four calls.
+
+    A ``gene_id`` that is not ``v2:`` + 64 lowercase hex digits is no v2 id:
+    the view refuses every call exactly as for ``gene_id=None`` (audited with
+    no actor), so a malformed string never becomes an entry's ``createdBy``."""
+
+    def __init__(self, store: MemoryStore, agent_id: str, gene_id: str | None,
+                 domain: str | None, data_policy: DataPolicy) -> None:
+        self.store = store
+        self.agent_id = agent_id
+        self.actor: Actor | None = None
+        self._no_id = "this gene has no v2 id (wrap or compile it again), so it cannot use memory"
+        if isinstance(gene_id, str) and _V2_ID.fullmatch(gene_id):
+            self.actor = Actor(gene_id, domain)
+        elif gene_id is not None:
+            self._no_id = ("this gene's id is not a v2 id ('v2:' and 64 lowercase hex digits), "
+                           "so it cannot use memory")
+        self.data_policy = data_policy
+
+    def _require_actor(self, operation: str, key: object = None) -> Actor:
+        if self.actor is None:
+            raise self.store.refuse_outside(self.agent_id, operation, self._no_id,
+                                            key if isinstance(key, str) else None)
+        return self.actor
+
+    # -- read -------------------------------------------------------------------
+
+    def read_memory(self, key: str, category: Category | str | None = None) -> MemoryEntry | None:
+        actor = self._require_actor("read", key)
+        check_key(key)
+        wanted = None if category is None else parse_category(category)
+        store = self.store
+        now = store.clock.now_us()
+        with store.backend.peek() as tx:
+            opened = tx.lookup(self.agent_id, key, now)  # one statement
+        stale, row = (False, None) if opened is None else opened[1:]
+        if not stale:
+            if row is None or (wanted is not None and row.category is not wanted):
+                return None
+            if not scope_allows(row.access.read_scope, actor, row.created_by, row.creator_domain):
+                store.change(self.agent_id, actor.gene_id,
+                             lambda tx, rec, ch: self._read_in(tx, ch, key, wanted, actor), key)
+                return None  # pragma: no cover - _read_in refuses
+            if row.last_accessed_by == actor.gene_id:
+                return to_entry(row)  # nothing changes, so nothing is written
+        return store.change(self.agent_id, actor.gene_id,
+                            lambda tx, rec, ch: self._read_in(tx, ch, key, wanted, actor), key)
+
+    def _read_in(self, tx: Transaction, change: Change, key: str, wanted: Category | None,
+                 actor: Actor) -> MemoryEntry | None:
+        row = change.row
+        if row is None or (wanted is not None and row.category is not wanted):
+            return None
+        if not scope_allows(row.access.read_scope, actor, row.created_by, row.creator_domain):
+            change.refuse(denied(
+                f"gene may not read {key!r}: its readScope is {row.access.read_scope.value}"),
+                "read", key, row.category)
+            return None
+        if row.last_accessed_by != actor.gene_id:
+            tx.touch(self.agent_id, key, actor.gene_id)
+        return to_entry(row, actor.gene_id)
+
+    # -- write ------------------------------------------------------------------
+
+    def write_memory(
+        self,
+        key: str,
+        value: bytes,
+        category: Category | str,
+        access_policy: AccessPolicy | dict[str, Any] | None = None,
+        retention_policy: RetentionPolicy | dict[str, Any] | Unset | None = UNSET,
+    ) -> MemoryEntry:
+        actor = self._require_actor("write", key)
+        check_key(key)
+        data = check_value(value)
+        cat = parse_category(category)
+        access = None if access_policy is None else AccessPolicy.parse(access_policy)
+        retention: RetentionPolicy | Unset | None = (
+            UNSET if retention_policy is UNSET else parse_retention(retention_policy))
+        entry = self.store.change(
+            self.agent_id, actor.gene_id,
+            lambda tx, rec, ch: self._write_in(tx, rec, ch, actor, key, data, cat, access,
+                                               retention), key)
+        assert entry is not None  # a refused write raised in change()
+        return entry
+
+    def _write_in(self, tx: Transaction, record: AgentRecord, change: Change, actor: Actor,
+                  key: str, data: bytes, cat: Category, access: AccessPolicy | None,
+                  retention: RetentionPolicy | Unset | None) -> MemoryEntry | None:
+        """The write itself; ``None`` when refused (``change.error`` says why)."""
+        size = len(key.encode()) + len(data)
+        old = change.row
+        if old is not None:
+            if not scope_allows(old.access.write_scope, actor, old.created_by, old.creator_domain):
+                change.refuse(denied(
+                    f"gene may not change {key!r}: its writeScope is "
+                    f"{old.access.write_scope.value}"), "write", key, cat, size)
+                return None
+            new_access = old.access if access is None else access
+            new_retention = old.retention if retention is UNSET else retention
+            if (new_access, new_retention) != (old.access, old.retention):
+                if actor.gene_id != old.created_by:
+                    change.refuse(denied(
+                        f"only the gene that created {key!r} can change its access or "
+                        "retention policy"), "write", key, cat, size)
+                    return None
+                problem = check_fits_data_policy(new_access, new_retention, record.data_policy)
+                if problem is not None:
+                    change.refuse(problem, "write", key, cat, size)
+                    return None
+        else:
+            new_access = DEFAULT_ACCESS_POLICY if access is None else access
+            new_retention = None if retention is UNSET else retention
+            problem = check_fits_data_policy(new_access, new_retention, record.data_policy)
+            if problem is not None:
+                change.refuse(problem, "write", key, cat, size)
+                return None
+
+        old_size = 0 if old is None else old.size
+        used = record.used_bytes - old_size + size
+        victims: list[Brief] = []
+        if used > record.quota_bytes:
+            victims = _cleanup(tx, self.agent_id, key, used - record.quota_bytes)
+            freed = sum(v.size for v in victims)
+            if used - freed > record.quota_bytes:
+                change.refuse(MemoryError(
+                    ErrorCode.QUOTA_EXCEEDED,
+                    f"writing {key!r} needs {size} bytes; the agent's quota of "
+                    f"{record.quota_bytes} bytes is full even after cleanup "
+                    "(PREFERENCE entries are never removed to make room)"),
+                    "write", key, cat, size)
+                return None
+            for v in victims:
+                change.line("evict", v.key, v.category, v.size, createdBy=v.created_by,
+                            forKey=key)
+            tx.delete(self.agent_id, [v.key for v in victims])
+            used -= freed
+
+        now = change.now_us
+        row = Row(
+            agent_id=self.agent_id, key=key, category=cat, value=data,
+            created_by=actor.gene_id if old is None else old.created_by,
+            creator_domain=actor.domain if old is None else old.creator_domain,
+            last_accessed_by=actor.gene_id,
+            created_us=now if old is None else old.created_us,
+            updated_us=now, access=new_access, retention=new_retention,
+            expires_us=expires_at(now, new_retention, record.data_policy),
+            seq=record.next_seq,  # the change's number (changes.py)
+        )
+        extra: dict[str, Any] = {} if old is None else {"previousBytes": old_size}
+        change.line("write" if old is None else "update", key, cat, size, **extra)
+        tx.put(row)
+        change.used = used
+        return to_entry(row)
+
+    # -- query ------------------------------------------------------------------
+
+    def query_memory(self, filter: MemoryFilter | dict[str, Any] | None = None
+                     ) -> list[MemoryEntry]:
+        actor = self._require_actor("query")
+        wanted = MemoryFilter.parse(filter)
+        store = self.store
+        store.purge_expired(self.agent_id)
+        now = store.clock.now_us()
+        found: list[MemoryEntry] = []
+        total = 0
+        with store.backend.read() as tx:
+            rows: Iterator[Row] = tx.iter_newest(
+                self.agent_id, category=wanted.category, key_prefix=wanted.key_prefix,
+                since_us=wanted.since_us, until_us=wanted.until_us)
+            for row in rows:
+                if row.expires_us is not None and row.expires_us <= now:
+                    continue
+                if not scope_allows(row.access.read_scope, actor, row.created_by,
+                                    row.creator_domain):
+                    continue
+                total += row.size
+                if total > MAX_QUERY_BYTES:
+                    raise invalid(
+                        "the matching entries are larger than 4 MiB in total: lower limit or "
+                        "narrow the filter")
+                found.append(to_entry(row))
+                if len(found) >= wanted.limit:
+                    break
+        return found
+
+    # -- delete -----------------------------------------------------------------
+
+    def delete_memory(self, key: str) -> None:
+        actor = self._require_actor("delete", key)
+        check_key(key)
+        self.store.change(self.agent_id, actor.gene_id,
+                          lambda tx, rec, ch: self._delete_in(tx, rec, ch, actor, key), key)
+
+    def _delete_in(self, tx: Transaction, record: AgentRecord, change: Change, actor: Actor,
+                   key: str) -> None:
+        row = change.row
+        if row is None:
+            change.error = MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
+            return
+        if not scope_allows(row.access.write_scope, actor, row.created_by, row.creator_domain):
+            change.refuse(denied(
+                f"gene may not delete {key!r}: its writeScope is {row.access.write_scope.value}"),
+                "delete", key, row.category)
+            return
+        change.line("delete", key, row.category, row.size)
+        tx.delete(self.agent_id, [key])
+        change.used = record.used_bytes - row.size
+
+
+def _cleanup(tx: Transaction, agent_id: str, writing: str, need: int) -> list[Brief]:
+    """The entries to evict to free ``need`` bytes: CACHE, then PATTERN, then
+    CONTEXT, each least recently updated first.  Never PREFERENCE, never the
+    entry being written (its old bytes are already counted as freed)."""
+    victims: list[Brief] = []
+    for category in EVICTION_ORDER:
+        for brief in tx.iter_oldest(agent_id, category):
+            if brief.key == writing:
+                continue
+            victims.append(brief)
+            need -= brief.size
+            if need <= 0:
+                return victims
+    return victims
