@@ -142,4 +142,4 @@ def test_show_escapes_control_characters_in_keys(proj: Path) -> None:
         {"writes": [["red\x1b[31m\rforged", "v", "CACHE"]]}))
     out = ok(proj, "agent", "audit", "show", "bot", "--limit", "1")
     assert "\x1b" not in out and "\r" not in out
-    assert "red\\x1b[31m\\x0dforged" in out
+    assert "red\\x1b[31m\\rforged" in out

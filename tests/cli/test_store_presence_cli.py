@@ -34,6 +34,8 @@ def commands(root: Path) -> dict[str, tuple[str, ...]]:
         "export": ("agent", "export", "bot", str(root.parent / "bot.export")),
         "run": ("agent", "run", "bot", "--input", json.dumps({"code": "x"})),
         "move": ("agent", "move", "bot", "--to", f"sqlite:{root.parent / 'moved.db'}"),
+        "audit show": ("agent", "audit", "show", "bot"),
+        "audit verify": ("agent", "audit", "verify", "bot"),
     }
 
 

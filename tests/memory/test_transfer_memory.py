@@ -46,7 +46,7 @@ CHILD = textwrap.dedent('''
                 total += len(key) + len(value)
                 tx.put(Row("big", key, Category.PATTERN, value, gene, "d", gene, i, i,
                            AccessPolicy(), None, None, i + 1))
-            tx.update_agent("big", total, n + 1)
+            tx.update_agent("big", total, n + 1, 0)
     peaks = {"agent_mb": total / 2**20}
 
     def measure(name, fn):

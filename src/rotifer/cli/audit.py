@@ -25,25 +25,6 @@ if TYPE_CHECKING:
     from rotifer.memory.store import MemoryStore
 
 
-def escape_text(text: object) -> str:
-    """``text`` with every control character (C0, DEL, C1, and the Unicode line
-    and bidi controls) written as ``\\xNN``/``\\uNNNN``: safe to print on a terminal.
-
-    A minimal version of the helper another change adds to cli/common.py.
-    """
-    out = []
-    for ch in str(text):
-        code = ord(ch)
-        if code < 0x20 or 0x7F <= code < 0xA0 or ch == "\\":
-            out.append("\\\\" if ch == "\\" else f"\\x{code:02x}")
-        elif code in (0x2028, 0x2029) or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069 \
-                or 0x200B <= code <= 0x200F or code == 0xFEFF:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 @click.group("audit")
 def audit_group() -> None:
     """Check and read an agent's audit log (history of its memory, never values)."""
@@ -54,7 +35,15 @@ def _open(ctx: click.Context, name: str) -> MemoryStore:
 
     project = common.project_of(ctx)
     Agents(project).get(name)
-    return project.open_store(name)
+    from rotifer.agents.project import require_memory
+
+    store = project.open_store(name, create=False)  # reading or checking never creates it
+    try:
+        require_memory(store, name)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 @audit_group.command("verify")
@@ -68,12 +57,12 @@ def verify_command(ctx: click.Context, name: str) -> None:
     with _open(ctx, name) as store:
         report = verify_agent(store, name)
     if not report.ok:
-        raise RotiferError(escape_text(report.message), code="AUDIT_MISMATCH")
+        raise RotiferError(common.shown(report.message), code="AUDIT_MISMATCH")
     message = report.message
     if report.repaired:
         message += (f"; {common.plural(report.repaired, 'change')} logged but never committed "
                     "now marked rolled_back")
-    click.echo("OK " + escape_text(message))
+    click.echo("OK " + common.shown(message))
 
 
 @audit_group.command("show")
@@ -111,10 +100,10 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
         click.echo("No audit lines" + (" match" if key or actor or since else ""))
         return
     rows = [[str(line.get("ts", "")), "" if line.get("seq") is None else str(line["seq"]),
-             escape_text(line.get("action", "")),
-             "" if line.get("key") is None else escape_text(line["key"]),
-             escape_text(line.get("category") or ""), str(line.get("bytes", "")),
-             escape_text(line.get("actor") or "")] for line in lines]
+             str(line.get("action", "")),
+             "" if line.get("key") is None else str(line["key"]),
+             str(line.get("category") or ""), str(line.get("bytes", "")),
+             str(line.get("actor") or "")] for line in lines]
     for text in common.table(["TS", "SEQ", "ACTION", "KEY", "CATEGORY", "BYTES", "ACTOR"],
                              rows):
         click.echo(text)
