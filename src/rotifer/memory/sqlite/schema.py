@@ -1,0 +1,68 @@
+"""The SQLite schema, as numbered steps (``PRAGMA user_version`` records the last)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+STEP_1 = """
+CREATE TABLE IF NOT EXISTS memory_agents (
+    agent_id TEXT PRIMARY KEY,
+    quota_bytes INTEGER NOT NULL,
+    max_retention_days INTEGER,
+    anonymization_supported INTEGER NOT NULL,
+    used_bytes INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memory_entries (
+    agent_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    category TEXT NOT NULL,
+    value BLOB NOT NULL,
+    size INTEGER NOT NULL,
+    created_by TEXT NOT NULL,
+    creator_domain TEXT,
+    last_accessed_by TEXT NOT NULL,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL,
+    read_scope TEXT NOT NULL,
+    write_scope TEXT NOT NULL,
+    share_policy TEXT NOT NULL,
+    retention TEXT,
+    expires_us INTEGER,
+    seq INTEGER NOT NULL,
+    UNIQUE (agent_id, key)
+);
+CREATE INDEX IF NOT EXISTS memory_entries_cleanup
+    ON memory_entries (agent_id, category, updated_us, seq);
+CREATE INDEX IF NOT EXISTS memory_entries_recent
+    ON memory_entries (agent_id, updated_us, seq);
+CREATE INDEX IF NOT EXISTS memory_entries_expiry
+    ON memory_entries (agent_id, expires_us, seq) WHERE expires_us IS NOT NULL;
+"""
+
+
+def _step_1(conn: sqlite3.Connection) -> None:
+    """The first schema.  ``IF NOT EXISTS``: files made before the version was
+    recorded (``user_version`` 0) already have it."""
+    for statement in STEP_1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _step_2(conn: sqlite3.Connection) -> None:
+    """``memory_agents.last_us``: the time of the agent's last change, so the next
+    one is stamped after it whatever the clock does (see memory/changes.py).
+    Existing agents start from their newest entry's update time."""
+    conn.execute("ALTER TABLE memory_agents ADD COLUMN last_us INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE memory_agents SET last_us = coalesce((SELECT max(updated_us) FROM "
+                 "memory_entries e WHERE e.agent_id = memory_agents.agent_id), 0)")
+
+
+#: Step n takes a file from schema version n - 1 (``PRAGMA user_version``) to n.
+#: Opening reads the version without a lock and runs DDL only when a step is
+#: missing: the write lock it needs would queue behind every write in progress.
+STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2}
+SCHEMA_VERSION = max(STEPS)
+
+
