@@ -55,7 +55,7 @@ armed = False
 
 def on_signal(signum: int, frame: object) -> None:
     if armed:
-        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
 
 def main(mode: str, root: Path, seconds: float, seed: int) -> dict[str, int]:
