@@ -97,6 +97,8 @@ def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
         assert "`" in r[6]
     # A read that changes nothing is one lookup; any change is a transaction.
     assert trips["read_memory, unchanged"] == 1
+    # So is a delete that finds nothing (issue 16: it writes nothing).
+    assert trips["delete_memory, missing key"] == 1
     assert trips["write_memory, update"] > trips["read_memory, unchanged"]
 
 
