@@ -277,6 +277,19 @@ def test_delete_of_a_missing_key_opens_no_write_transaction(
     assert opened == ["agent"] * 3
 
 
+def test_agent_ids_with_quotes_and_percent_signs(store: MemoryStore, rot: Path) -> None:
+    """The agent id is sent as a quoted literal with BEGIN (one round trip on
+    PostgreSQL): quotes, backslashes and ``%s`` in it stay plain text."""
+    for agent in ("o'k", "back\\slash", "50%s", "x'; DROP TABLE memory_agents; --"):
+        store.create_agent(agent)
+        g = store.for_gene(agent, A, "fmt")
+        g.write_memory("k", b"v", "CACHE")
+        assert g.read_memory("k") is not None
+        g.delete_memory("k")
+        assert store.usage(agent)[0] == 0
+    assert store.usage("agent")[0] == 0
+
+
 # -- genes without an id, genes outside agents ---------------------------------
 
 def test_gene_without_v2_id_is_refused_everything(store: MemoryStore, rot: Path) -> None:
