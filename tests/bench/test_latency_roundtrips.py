@@ -97,6 +97,12 @@ def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
         assert "`" in r[6]
     # A read that changes nothing is one lookup; any change is a transaction.
     assert trips["read_memory, unchanged"] == 1
+    # So is a delete that finds nothing (issue 16: it writes nothing).
+    assert trips["delete_memory, missing key"] == 1
+    # BEGIN and the agent's row lock travel together: one round trip, two statements.
+    for name in ("write_memory, update", "delete_memory", "read_memory, changes lastAccessedBy"):
+        rt, st = (float(x) for x in re.findall(r"[0-9.]+", body[name][1]))
+        assert rt == st - 1, (name, rt, st)
     assert trips["write_memory, update"] > trips["read_memory, unchanged"]
 
 

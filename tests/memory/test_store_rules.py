@@ -6,6 +6,7 @@ import base64
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -240,6 +241,53 @@ def test_delete(gene: Gene, rot: Path, store: MemoryStore) -> None:
     assert gene().read_memory("k") is None
     assert store.usage("agent") == (0, 10 * 1024 * 1024)
     assert actions(rot) == [("write", "k"), ("delete", "k")]
+
+
+def _count_writes(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every write transaction the backend opens (the real one still runs)."""
+    opened: list[str] = []
+    real = store.backend.write
+
+    def counted(agent_id: str) -> Any:
+        opened.append(agent_id)
+        return real(agent_id)
+
+    monkeypatch.setattr(store.backend, "write", counted)
+    return opened
+
+
+def test_delete_of_a_missing_key_opens_no_write_transaction(
+        gene: Gene, rot: Path, store: MemoryStore, clock: ManualClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delete that finds nothing changes nothing, so it takes no lock and writes
+    nothing (issue 16): the gene's and the deployer's alike."""
+    gene().write_memory("short", b"v", "CACHE", retention_policy=RETAIN_1_DAY)
+    opened = _count_writes(store, monkeypatch)
+    assert code_of(lambda: gene().delete_memory("never")) is ErrorCode.NOT_FOUND
+    assert code_of(lambda: store.deployer("agent").delete_key("never")) is ErrorCode.NOT_FOUND
+    assert opened == []
+    # Something has expired: the delete purges it (a write), then finds nothing.
+    clock.advance(days=2)
+    assert code_of(lambda: gene().delete_memory("never")) is ErrorCode.NOT_FOUND
+    assert opened == ["agent"]
+    assert actions(rot) == [("write", "short"), ("expire", "short")]
+    # A key that is there is still deleted in a write transaction.
+    gene().write_memory("k", b"v", "CACHE")
+    gene().delete_memory("k")
+    assert opened == ["agent"] * 3
+
+
+def test_agent_ids_with_quotes_and_percent_signs(store: MemoryStore, rot: Path) -> None:
+    """The agent id is sent as a quoted literal with BEGIN (one round trip on
+    PostgreSQL): quotes, backslashes and ``%s`` in it stay plain text."""
+    for agent in ("o'k", "back\\slash", "50%s", "x'; DROP TABLE memory_agents; --"):
+        store.create_agent(agent)
+        g = store.for_gene(agent, A, "fmt")
+        g.write_memory("k", b"v", "CACHE")
+        assert g.read_memory("k") is not None
+        g.delete_memory("k")
+        assert store.usage(agent)[0] == 0
+    assert store.usage("agent")[0] == 0
 
 
 # -- genes without an id, genes outside agents ---------------------------------

@@ -46,6 +46,8 @@ class DeployerMemory:
 
     def delete_key(self, key: str) -> int:
         check_key(key)
+        if self.store.surely_absent(self.agent_id, key):
+            raise MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
 
         def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
             row = change.row

@@ -256,6 +256,8 @@ class GeneMemory:
     def delete_memory(self, key: str) -> None:
         actor = self._require_actor("delete", key)
         check_key(key)
+        if self.store.surely_absent(self.agent_id, key):
+            raise MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
         self.store.change(self.agent_id, actor.gene_id,
                           lambda tx, rec, ch: self._delete_in(tx, rec, ch, actor, key), key)
 

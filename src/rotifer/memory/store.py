@@ -225,6 +225,15 @@ class MemoryStore:
             opened = tx.lookup(agent_id, None, now_us)
         return opened is not None and opened[1]
 
+    def surely_absent(self, agent_id: str, key: str) -> bool:
+        """True when one lock-free statement shows the agent, nothing expired and
+        no entry ``key``: a delete of it then changes nothing, so it answers
+        MEMORY_NOT_FOUND without a write transaction (no lock, no writes).  Any
+        other answer (no agent, something to purge, an entry) goes the full way."""
+        with self.backend.peek() as tx:
+            opened = tx.lookup(agent_id, key, self.clock.now_us())
+        return opened is not None and not opened[1] and opened[2] is None
+
     def purge_expired(self, agent_id: str) -> None:
         """Remove (and audit) whatever has expired, if anything has."""
         if self.has_expired(agent_id, self.clock.now_us()):
