@@ -66,6 +66,38 @@ def lookup_sql(placeholder: str) -> str:
             f"AND e.key = {placeholder} WHERE a.agent_id = {placeholder}")
 
 
+def newest_sql(placeholder: str, agent_id: str, category: Category | None,
+               key_prefix: str | None, since_us: int | None, until_us: int | None
+               ) -> tuple[str, tuple[Any, ...]]:
+    """``iter_newest``'s query and parameters, most recently updated first, with an
+    ``{after}`` slot for the next page's condition and a ``{limit}`` slot.
+
+    ``key_prefix`` becomes the range ``[prefix, prefix_upper_bound(prefix))``:
+    the key columns compare byte for byte (SQLite's default, PostgreSQL's
+    ``COLLATE "C"``), so this is exact and uses the index, never ``LIKE``."""
+    where = [f"agent_id = {placeholder}"]
+    params: list[Any] = [agent_id]
+    if category is not None:
+        where.append(f"category = {placeholder}")
+        params.append(category.value)
+    if key_prefix:
+        where.append(f"key >= {placeholder}")
+        params.append(key_prefix)
+        upper = prefix_upper_bound(key_prefix)
+        if upper is not None:
+            where.append(f"key < {placeholder}")
+            params.append(upper)
+    if since_us is not None:
+        where.append(f"updated_us >= {placeholder}")
+        params.append(since_us)
+    if until_us is not None:
+        where.append(f"updated_us < {placeholder}")
+        params.append(until_us)
+    sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
+           "ORDER BY updated_us DESC, seq DESC LIMIT {limit}")
+    return sql, tuple(params)
+
+
 @dataclass(frozen=True, slots=True)
 class AgentRecord:
     """An agent's memory settings and counters."""

@@ -23,7 +23,7 @@ from ..backend import (
     Brief,
     Row,
     lookup_sql,
-    prefix_upper_bound,
+    newest_sql,
     put_sql,
 )
 from ..errors import MemoryError, damaged, storage
@@ -236,28 +236,8 @@ class PostgresTransaction:
     ) -> Iterator[Row]:
         if key_prefix and not storable(key_prefix):
             return  # no stored key contains NUL or a lone surrogate
-        where = ["agent_id = %s"]
-        params: list[Any] = [agent_id]
-        if category is not None:
-            where.append("category = %s")
-            params.append(category.value)
-        if key_prefix:
-            # The column is COLLATE "C", so these compare byte for byte.
-            where.append("key >= %s")
-            params.append(key_prefix)
-            upper = prefix_upper_bound(key_prefix)
-            if upper is not None:
-                where.append("key < %s")
-                params.append(upper)
-        if since_us is not None:
-            where.append("updated_us >= %s")
-            params.append(since_us)
-        if until_us is not None:
-            where.append("updated_us < %s")
-            params.append(until_us)
-        sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
-               f"ORDER BY updated_us DESC, seq DESC LIMIT {{limit}}")
-        for r in self._pages(sql, tuple(params), "AND (updated_us, seq) < (%s, %s)",
+        sql, params = newest_sql("%s", agent_id, category, key_prefix, since_us, until_us)
+        for r in self._pages(sql, params, "AND (updated_us, seq) < (%s, %s)",
                              lambda r: (r[8], r[14])):
             row = make_row(r)
             if key_prefix and not row.key.startswith(key_prefix):

@@ -15,7 +15,7 @@ from ..backend import (
     Brief,
     Row,
     lookup_sql,
-    prefix_upper_bound,
+    newest_sql,
     put_sql,
 )
 from ..errors import storage
@@ -144,27 +144,8 @@ class SqliteTransaction:
         since_us: int | None = None,
         until_us: int | None = None,
     ) -> Iterator[Row]:
-        where = ["agent_id = ?"]
-        params: list[Any] = [agent_id]
-        if category is not None:
-            where.append("category = ?")
-            params.append(category.value)
-        if key_prefix:
-            where.append("key >= ?")
-            params.append(key_prefix)
-            upper = prefix_upper_bound(key_prefix)
-            if upper is not None:
-                where.append("key < ?")
-                params.append(upper)
-        if since_us is not None:
-            where.append("updated_us >= ?")
-            params.append(since_us)
-        if until_us is not None:
-            where.append("updated_us < ?")
-            params.append(until_us)
-        sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
-               "ORDER BY updated_us DESC, seq DESC LIMIT {limit}")
-        for r in self._pages(sql, tuple(params), "AND (updated_us, seq) < (?, ?)",
+        sql, params = newest_sql("?", agent_id, category, key_prefix, since_us, until_us)
+        for r in self._pages(sql, params, "AND (updated_us, seq) < (?, ?)",
                              lambda r: (r[8], r[14])):
             row = make_row(r)
             if key_prefix and not row.key.startswith(key_prefix):
