@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rotifer.memory.model import EVICTION_ORDER
 
 
 def gene_id(name: str) -> str:
@@ -25,3 +28,28 @@ def actions(rotifer_dir: Path) -> list[tuple[str, str | None]]:
 
 RETAIN_1_DAY = {"maxRetentionDays": 1, "autoDeleteOnTermination": False,
                 "anonymizationSupported": False}
+
+
+@dataclass
+class Live:
+    """An entry as a replay of the audit log sees it."""
+
+    category: str
+    size: int
+    order: tuple[int, int]  # (updated_us, write order): the cleanup order
+
+
+def cleanup_victims(live: dict[str, Live], key: str, need: int) -> tuple[list[str], int]:
+    """What the rules evict to free ``need`` bytes for a write of ``key``: CACHE,
+    PATTERN, CONTEXT, each oldest first, never PREFERENCE or ``key`` itself.
+    Returns (the victims, the bytes all evictable entries would free)."""
+    candidates = [k for cat in EVICTION_ORDER
+                  for k in sorted((k for k, e in live.items()
+                                   if e.category == cat.value and k != key),
+                                  key=lambda k: live[k].order)]
+    victims: list[str] = []
+    for k in candidates:
+        if need - sum(live[v].size for v in victims) <= 0:
+            break
+        victims.append(k)
+    return victims, sum(live[k].size for k in candidates)

@@ -27,7 +27,6 @@ import multiprocessing as mp
 import random
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ import pytest
 from rotifer.memory import Category, ErrorCode, MemoryError, MemoryStore, parse_time
 from rotifer.memory.model import EVICTION_ORDER
 
-from .helpers import audit_lines, gene_id
+from .helpers import Live, audit_lines, cleanup_victims, gene_id
 
 WORKERS = 4
 OPS = 150
@@ -100,13 +99,6 @@ def worker(url: str, rot: str, n: int, queue: Any) -> None:
         raise
 
 
-@dataclass
-class Live:
-    category: str
-    size: int
-    order: tuple[int, int]  # (updated_us, write order): the cleanup order
-
-
 def replay(lines: list[dict[str, Any]], quota: int) -> dict[str, Live]:
     """Check the log against the rules, change by change; return the final state."""
     live: dict[str, Live] = {}
@@ -125,18 +117,10 @@ def replay(lines: list[dict[str, Any]], quota: int) -> dict[str, Live]:
             old = live.get(key)
             assert (action == "update") == (old is not None) or action == "quota_exceeded"
             need = used - (old.size if old else 0) + size - quota
-            candidates = [k for cat in EVICTION_ORDER
-                          for k in sorted((k for k, e in live.items()
-                                           if e.category == cat.value and k != key),
-                                          key=lambda k: live[k].order)]
-            expected: list[str] = []
-            for k in candidates:
-                if need - sum(live[v].size for v in expected) <= 0:
-                    break
-                expected.append(k)
+            expected, freeable = cleanup_victims(live, key, need)
             if action == "quota_exceeded":
                 assert not pending
-                assert need - sum(live[k].size for k in candidates) > 0, line
+                assert need - freeable > 0, line
                 continue
             assert [p["key"] for p in pending] == expected, (line, pending)
             for p in pending:

@@ -31,17 +31,15 @@ import queue
 import random
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rotifer.memory import ErrorCode, MemoryError, MemoryStore, parse_time
-from rotifer.memory.model import EVICTION_ORDER
 
 from .conftest import PgBouncer, PgServer, find_pgbouncer
-from .helpers import audit_lines, gene_id
+from .helpers import Live, audit_lines, cleanup_victims, gene_id
 
 pytestmark = pytest.mark.postgres
 
@@ -50,13 +48,6 @@ AGENTS = ("a0", "a1", "a2")
 QUOTA = 4000
 SHARED_KEYS = 30
 BOUND_S = 3
-
-
-@dataclass
-class Live:
-    category: str
-    size: int
-    order: tuple[int, int]  # (updated_us, write order): the cleanup order
 
 
 def _worker(url: str, rot: str, n: int, control: dict[str, Any], results: Any) -> None:
@@ -209,18 +200,10 @@ def _replay(lines: list[dict[str, Any]], start: dict[str, dict[str, Live]]
             key, size = line["key"], line["bytes"]
             old = live.get(key)
             need = used - (old.size if old else 0) + size - QUOTA
-            candidates = [k for cat in EVICTION_ORDER
-                          for k in sorted((k for k, e in live.items()
-                                           if e.category == cat.value and k != key),
-                                          key=lambda k: live[k].order)]
-            expected: list[str] = []
-            for k in candidates:
-                if need - sum(live[v].size for v in expected) <= 0:
-                    break
-                expected.append(k)
+            expected, freeable = cleanup_victims(live, key, need)
             if action == "quota_exceeded":
                 assert not pending[agent]
-                assert need - sum(live[k].size for k in candidates) > 0, line
+                assert need - freeable > 0, line
                 continue
             assert (action == "update") == (old is not None), line
             assert [p["key"] for p in pending[agent]] == expected, (line, pending[agent])
