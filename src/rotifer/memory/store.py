@@ -80,6 +80,7 @@ class MemoryStore:
 
     def close(self) -> None:
         self.backend.close()
+        self.audit.close()
 
     def __enter__(self) -> MemoryStore:
         return self
