@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rotifer.memory.audit import AuditLog
-from rotifer.memory.audit_file import line_hash
+from rotifer.memory.audit_text import line_hash
 from rotifer.memory.audit_verify import read_chained
 
 

@@ -66,15 +66,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .audit_file import (
-    ENCODER,
-    LogFile,
-    append_plain,
-    archives,
-    last_line,
-    line_hash,
-    rolled_back_line,
-)
+from .audit_file import LogFile, append_plain, archives, last_line
+from .audit_text import ENCODER, line_hash, rolled_back_line
 from .errors import storage
 
 __all__ = ["DEPLOYER", "AuditLog", "archives", "encode_lines", "line_hash", "rolled_back_line",

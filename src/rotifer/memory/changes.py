@@ -36,7 +36,7 @@ from json.encoder import encode_basestring as quote  # the escaping audit lines 
 from typing import Any
 
 from .audit import AuditLog, encode_lines, rolled_back_line
-from .audit_file import HEAD, line_text
+from .audit_text import HEAD, line_text
 from .backend import Backend, Brief, Row, Transaction
 from .clock import Clock, format_time
 from .errors import ErrorCode, MemoryError
