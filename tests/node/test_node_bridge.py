@@ -120,8 +120,10 @@ export function express(input: { hang: boolean }) {
 def test_processes_a_gene_starts_end_with_its_run(project: Project, hang: bool) -> None:
     node_gene(project, "spawner", SPAWN)
     if hang:
+        # Long enough for node to start and spawn on a loaded machine (load 13 on
+        # 2 cores once timed it out before the pid file was written).
         with pytest.raises(GeneFailed, match="timed out"):
-            run_gene(project, "spawner", {"hang": True}, deadline_s=2.0)
+            run_gene(project, "spawner", {"hang": True}, deadline_s=6.0)
     else:
         run_gene(project, "spawner", {"hang": False})
     pid = int((project.genes_dir / "spawner" / "grandchild.pid").read_text())
