@@ -10,13 +10,13 @@ the same for both.
 from .audit import AuditLog, telemetry_enabled
 from .clock import Clock, ManualClock, SystemClock, format_time, parse_time
 from .errors import ErrorCode, MemoryError
+from .filters import MemoryFilter
 from .model import (
     UNSET,
     AccessPolicy,
     Category,
     DataPolicy,
     MemoryEntry,
-    MemoryFilter,
     RetentionPolicy,
     Scope,
     SharePolicy,

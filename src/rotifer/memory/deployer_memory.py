@@ -14,12 +14,12 @@ from .backend import AgentRecord, Row, Transaction
 from .changes import Change, to_entry
 from .clock import format_time
 from .errors import ErrorCode, MemoryError, denied
+from .filters import MemoryFilter
 from .model import (
     UNSET,
     AccessPolicy,
     Category,
     MemoryEntry,
-    MemoryFilter,
     RetentionPolicy,
     Unset,
     check_key,

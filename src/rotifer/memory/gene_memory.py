@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .backend import AgentRecord, Brief, Row, Transaction
 from .changes import Change, to_entry
 from .errors import ErrorCode, MemoryError, denied, invalid
+from .filters import MemoryFilter
 from .model import (
     DEFAULT_ACCESS_POLICY,
     EVICTION_ORDER,
@@ -24,7 +25,6 @@ from .model import (
     Category,
     DataPolicy,
     MemoryEntry,
-    MemoryFilter,
     RetentionPolicy,
     Unset,
     check_key,

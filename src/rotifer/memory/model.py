@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any, Final, TypeVar
 
-from .clock import format_time, parse_time
+from .clock import format_time
 from .errors import invalid
 
 MAX_KEY_BYTES: Final = 1024
@@ -130,7 +130,7 @@ class AccessPolicy:
 DEFAULT_ACCESS_POLICY: Final = AccessPolicy()
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -156,7 +156,7 @@ class RetentionPolicy:
             days, auto, anon = (value[f] for f in cls.FIELDS)
         else:
             raise invalid("retentionPolicy must be null or an object with " + ", ".join(cls.FIELDS))
-        if days is not None and not (_is_int(days) and 1 <= days <= MAX_RETENTION_DAYS):  # type: ignore[operator]
+        if days is not None and not (is_int(days) and 1 <= days <= MAX_RETENTION_DAYS):  # type: ignore[operator]
             raise invalid(
                 f"maxRetentionDays must be a whole number from 1 to {MAX_RETENTION_DAYS} or null, "
                 f"not {days!r}"
@@ -198,7 +198,7 @@ class DataPolicy:
             raise invalid("a data policy must be a JSON object")
         _exact_fields(value, cls.FIELDS, "data policy")
         days, anon = value["maxRetentionDays"], value["anonymizationSupported"]
-        if days is not None and not (_is_int(days) and 1 <= days <= MAX_RETENTION_DAYS):
+        if days is not None and not (is_int(days) and 1 <= days <= MAX_RETENTION_DAYS):
             raise invalid(f"data policy maxRetentionDays must be 1..{MAX_RETENTION_DAYS} or null")
         if not isinstance(anon, bool):
             raise invalid("data policy anonymizationSupported must be a boolean")
@@ -209,77 +209,6 @@ class DataPolicy:
             "maxRetentionDays": self.max_retention_days,
             "anonymizationSupported": self.anonymization_supported,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryFilter:
-    """A query filter; every given field must match."""
-
-    category: Category | None = None
-    key_prefix: str | None = None
-    since: str | None = None
-    until: str | None = None
-    limit: int = DEFAULT_QUERY_LIMIT
-
-    FIELDS = ("category", "keyPrefix", "since", "until", "limit")
-
-    @classmethod
-    def parse(cls, value: object) -> ParsedFilter:
-        if value is None:
-            return ParsedFilter(None, None, None, None, DEFAULT_QUERY_LIMIT)
-        if isinstance(value, MemoryFilter):
-            data: dict[str, Any] = {
-                "category": value.category,
-                "keyPrefix": value.key_prefix,
-                "since": value.since,
-                "until": value.until,
-                "limit": value.limit,
-            }
-        elif isinstance(value, Mapping):
-            unknown = sorted(set(value) - set(cls.FIELDS), key=str)
-            if unknown:
-                raise invalid(f"unknown filter field(s): {', '.join(map(str, unknown))}")
-            data = dict(value)
-        else:
-            raise invalid("a filter must be an object")
-        category = data.get("category")
-        prefix = data.get("keyPrefix")
-        if prefix is not None and not isinstance(prefix, str):
-            raise invalid("keyPrefix must be a string")
-        limit = data.get("limit")
-        if limit is None:
-            limit = DEFAULT_QUERY_LIMIT
-        if not (_is_int(limit) and 1 <= limit <= MAX_QUERY_LIMIT):
-            raise invalid(f"limit must be a whole number from 1 to {MAX_QUERY_LIMIT}, not {limit!r}")
-        return ParsedFilter(
-            None if category is None else parse_category(category),
-            prefix,
-            _parse_bound(data.get("since"), "since"),
-            _parse_bound(data.get("until"), "until"),
-            limit,
-        )
-
-
-def _parse_bound(value: object, name: str) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise invalid(f"{name} must be an RFC 3339 date-time string")
-    try:
-        return parse_time(value)
-    except ValueError:
-        raise invalid(f"{name} is not an RFC 3339 date-time: {value!r}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedFilter:
-    """A validated filter, times in epoch microseconds."""
-
-    category: Category | None
-    key_prefix: str | None
-    since_us: int | None
-    until_us: int | None
-    limit: int
 
 
 def check_key(key: object) -> bytes:
@@ -416,8 +345,6 @@ __all__ = [
     "Category",
     "DataPolicy",
     "MemoryEntry",
-    "MemoryFilter",
-    "ParsedFilter",
     "RetentionPolicy",
     "Scope",
     "SharePolicy",
