@@ -374,6 +374,37 @@ def test_an_unexpected_exception_is_a_storage_error_not_a_crash(
         assert h.call("read", b"{") == -10  # malformed: the probe's RuntimeError is ignored
 
 
+class Interrupted:
+    """A memory view whose every call is interrupted (as by ^C)."""
+
+    def read_memory(self, *args: object) -> None:
+        raise KeyboardInterrupt
+
+    write_memory = query_memory = delete_memory = read_memory
+
+
+def test_an_interrupt_in_a_memory_call_reaches_the_caller(
+    harness_module: wasmtime.Module, host_path: str
+) -> None:
+    """A BaseException is no result code: it stops the guest and is raised
+    again where Python called into it, on either way of defining the calls."""
+    with open_harness(harness_module, Interrupted()) as inst:  # type: ignore[arg-type]
+        h = Harness(inst)
+        with pytest.raises(KeyboardInterrupt):
+            h.call("read", {"key": "probe/x"})
+        with pytest.raises(KeyboardInterrupt):
+            h.call("write", write_req("probe/x"))
+
+
+def test_results_and_pointers_cross_as_32_bit_values(harness: Harness) -> None:
+    """Pointers and lengths arrive unsigned (a negative i32 is a huge u32);
+    a negative result arrives as the gene's negative i32."""
+    assert harness.raw("read", 0x7FFF_FFFF, 5, OUT, 4096) == -10
+    assert harness.raw("read", -2, 1, OUT, 4096) == -10
+    body = harness.body()["__rotifer_error"]
+    assert body["message"].startswith("the request [4294967294, 4294967295) is outside")
+
+
 # -- log ----------------------------------------------------------------------------------
 
 

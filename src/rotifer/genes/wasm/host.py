@@ -34,7 +34,7 @@ import wasmtime
 
 from rotifer.memory import ErrorCode, GeneMemoryAccess, MemoryError
 
-from . import requests
+from . import rawcall, requests
 from .abi import (
     BUDGET_SPENT,
     EXPORT_MEMORY,
@@ -56,6 +56,9 @@ gene_logger = logging.getLogger("rotifer.genes.wasm.gene")
 LOG_LEVELS: Final = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
 
 LogSink = Callable[[int, str], None]
+#: What a host function gets to find the gene's exports: wasmtime-py's Caller,
+#: or the caller's address when it is called through :mod:`.rawcall`.
+Caller = wasmtime.Caller | int
 
 
 class _Refusal(Exception):
@@ -96,8 +99,10 @@ class HostFunctions:
     def define(self, linker: wasmtime.Linker) -> None:
         for op in MEMORY_FUNCTIONS:
             # A partial, not a closure: one Python frame less on every call.
-            linker.define_func(IMPORT_MODULE, op, memory_call_type(),
-                               functools.partial(self.memory_call, op), access_caller=True)
+            call = functools.partial(self.memory_call, op)
+            if not rawcall.define(linker, IMPORT_MODULE, op, memory_call_type(), call):
+                linker.define_func(IMPORT_MODULE, op, memory_call_type(), call,
+                                   access_caller=True)
         linker.define_func(IMPORT_MODULE, LOG_FUNCTION, log_type(), self.log, access_caller=True)
 
     # -- budget -------------------------------------------------------------------
@@ -121,22 +126,24 @@ class HostFunctions:
         self.store.set_fuel(left - cost)
         return True
 
-    def _view(self, caller: wasmtime.Caller) -> CallView | None:
+    def _view(self, caller: Caller) -> CallView | None:
         """The gene's memory for this call, or None if it exports none."""
         exported = self._exported
         if exported is None:
-            found = caller.get(EXPORT_MEMORY)
+            found = (caller.get(EXPORT_MEMORY) if isinstance(caller, wasmtime.Caller)
+                     else rawcall.caller_export(caller, EXPORT_MEMORY))
             if not isinstance(found, wasmtime.Memory):  # pragma: no cover - checked at load
                 return None
             self._exported = exported = found
-        size = int(exported.data_len(caller))
+        # The run's store is the caller's store; its context serves as well.
+        size = int(exported.data_len(self.store))
         if size != self._size:
-            self._size, self._base = size, base_address(exported, caller, size)
+            self._size, self._base = size, base_address(exported, self.store, size)
         return CallView(size, self._base)
 
     # -- memory calls -------------------------------------------------------------
 
-    def memory_call(self, op: str, caller: wasmtime.Caller, req_ptr: int, req_len: int,
+    def memory_call(self, op: str, caller: Caller, req_ptr: int, req_len: int,
                     out_ptr: int, out_cap: int) -> int:
         try:
             return self._memory_call(op, caller, as_u32(req_ptr), as_u32(req_len),
@@ -146,7 +153,7 @@ class HostFunctions:
             logger.exception("unexpected error in the %s host function", op)
             return RESULT_OF_CODE[ErrorCode.STORAGE_ERROR]
 
-    def _memory_call(self, op: str, caller: wasmtime.Caller, req_ptr: int, req_len: int,
+    def _memory_call(self, op: str, caller: Caller, req_ptr: int, req_len: int,
                      out_ptr: int, out_cap: int) -> int:
         if not self._spend(min(req_len, self.limits.max_request_bytes)):
             return BUDGET_SPENT

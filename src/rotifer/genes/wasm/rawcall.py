@@ -1,0 +1,138 @@
+"""The memory host functions' callback, taken straight from wasmtime's C API.
+
+wasmtime-py's ``Linker.define_func`` runs every host call through one generic
+Python trampoline: it wraps the caller (an FFI call), boxes each parameter in
+a ``Val`` and converts the result back, comparing value types through more
+FFI calls -- 15-20 µs a call on the project's 2-core machine, about as much as
+the store's own ``read_memory``.  The four memory functions all have the type
+``(i32, i32, i32, i32) -> i32``, so the host defines them with the C API's
+``wasmtime_linker_define_func_unchecked`` instead: wasmtime hands the callback
+the raw argument slots, the callback reads four u32 and writes its i32 result
+into the first slot with ctypes -- about 2 µs.
+
+This reaches two private parts of wasmtime-py: its loaded library
+(``wasmtime._ffi.dll``) and the slot through which a Python exception in a
+host function travels back to the caller (``wasmtime._func.LAST_EXCEPTION``,
+used only for a BaseException such as KeyboardInterrupt: the host functions
+turn every Exception into a result code themselves).  :func:`available`
+checks each piece once; where one is missing (another wasmtime-py), the host
+defines the functions with ``define_func`` as before -- the same behaviour,
+only slower.  The tests run the host functions both ways.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import itertools
+from collections.abc import Callable
+from typing import Any, Final
+
+import wasmtime
+
+#: A memory host function as this module calls it: ``(caller, req_ptr,
+#: req_len, out_ptr, out_cap) -> result``, the four as u32 (wasm32 pointers
+#: and lengths are unsigned); ``caller`` is the address of wasmtime's caller,
+#: for :func:`caller_export`.
+Handler = Callable[[int, int, int, int, int], int]
+
+#: ``wasmtime_func_unchecked_callback_t``: (env, caller, args_and_results,
+#: len) -> trap.  Addresses as plain ints: ctypes builds no pointer objects.
+_CALLBACK: Final = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_void_p, ctypes.c_size_t)
+_FINALIZER: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+#: Four i32 arguments, each in a 16-byte ``wasmtime_val_raw_t`` (i32 in its low,
+#: little-endian bytes); read as u32 at indexes 0, 4, 8 and 12.
+_SLOT_WORDS: Final = 4
+_ARGS: Final = ctypes.c_uint32 * (3 * _SLOT_WORDS + 1)
+_U32: Final = 0xFFFF_FFFF
+
+#: The handlers of the defined functions by the ``env`` wasmtime passes back;
+#: an entry is dropped when wasmtime drops the function (the finalizer), as
+#: wasmtime-py does for its own.  Handles count from 1 (env 0 reads as None).
+_HANDLERS: dict[int, Handler] = {}
+_NEXT: Final = itertools.count(1)
+
+
+def _trap(exc: BaseException) -> int:
+    """Hand ``exc`` back the way wasmtime-py's own trampoline does: a trap now,
+    and the exception raised again where Python called into the guest."""
+    from wasmtime import _func
+
+    _func.LAST_EXCEPTION = exc  # type: ignore[assignment]  # as its own trampoline does
+    trap = wasmtime.Trap("python exception")._consume()
+    return int(ctypes.cast(trap, ctypes.c_void_p).value or 0)
+
+
+def _trampoline(env: int | None, caller: int, args: int, _len: int) -> int:
+    try:
+        slots = _ARGS.from_address(args)
+        slots[0] = _HANDLERS[env or 0](caller, slots[0], slots[4], slots[8], slots[12]) & _U32
+        return 0
+    except BaseException as exc:  # a handler returns codes; this is ^C and the like
+        return _trap(exc)
+
+
+def _finalize(env: int | None, _drop: Callable[[int, None], object] = _HANDLERS.pop) -> None:
+    # ``_drop`` is bound now: at interpreter exit wasmtime may drop the last
+    # store after this module's globals are gone.
+    _drop(env or 0, None)
+
+
+#: The C function pointers, one of each for all the defined functions (each handler
+#: is found by ``env``), alive as long as the module.
+_TRAMPOLINE: Final = _CALLBACK(_trampoline)
+_FINALIZE: Final = _FINALIZER(_finalize)
+
+
+@functools.cache
+def _define_unchecked() -> Any:
+    """``wasmtime_linker_define_func_unchecked`` with addresses as plain ints,
+    or None if this wasmtime-py does not offer all that this module needs."""
+    try:
+        from wasmtime import _ffi, _func
+
+        if ctypes.sizeof(_ffi.wasmtime_val_raw_t) != 4 * _SLOT_WORDS:
+            return None
+        if not hasattr(_func, "LAST_EXCEPTION") or not hasattr(wasmtime.Trap, "_consume"):
+            return None
+        p, n = ctypes.c_void_p, ctypes.c_size_t
+        prototype = ctypes.CFUNCTYPE(p, p, ctypes.c_char_p, n, ctypes.c_char_p, n, p, p, p, p)
+        return prototype(("wasmtime_linker_define_func_unchecked", _ffi.dll))
+    except (ImportError, AttributeError):
+        return None
+
+
+def available() -> bool:
+    return _define_unchecked() is not None
+
+
+def define(linker: wasmtime.Linker, module: str, name: str, ty: wasmtime.FuncType,
+           handler: Handler) -> bool:
+    """Define ``module.name`` (of type ``ty``: four i32 in, one i32 out) to call
+    ``handler``; False, with nothing defined, if this wasmtime-py cannot."""
+    define_unchecked = _define_unchecked()
+    if define_unchecked is None:
+        return False
+    env = next(_NEXT)
+    _HANDLERS[env] = handler
+    module_bytes, name_bytes = module.encode(), name.encode()
+    void = ctypes.c_void_p
+    error = define_unchecked(ctypes.cast(linker.ptr(), void), module_bytes, len(module_bytes),
+                             name_bytes, len(name_bytes), ctypes.cast(ty.ptr(), void),
+                             ctypes.cast(_TRAMPOLINE, void), env, ctypes.cast(_FINALIZE, void))
+    if error:
+        _HANDLERS.pop(env, None)
+        from wasmtime import _ffi
+
+        raise wasmtime.WasmtimeError._from_ptr(
+            ctypes.cast(error, ctypes.POINTER(_ffi.wasmtime_error_t)))
+    return True
+
+
+def caller_export(caller: int, name: str) -> object:
+    """The calling instance's export ``name`` (None if it has none), for a
+    handler that has only the caller's address."""
+    from wasmtime import _ffi
+
+    return wasmtime.Caller(ctypes.cast(caller, ctypes.POINTER(_ffi.wasmtime_caller_t))).get(name)
