@@ -405,6 +405,22 @@ def test_results_and_pointers_cross_as_32_bit_values(harness: Harness) -> None:
     assert body["message"].startswith("the request [4294967294, 4294967295) is outside")
 
 
+def test_each_memory_call_charges_its_fuel_exactly(harness: Harness) -> None:
+    """host_call_fuel plus one unit per request byte, taken from the store's fuel."""
+    store = harness.instance.store
+
+    def spent(request: bytes) -> int:
+        harness.guest.write(REQ, request)
+        before = store.get_fuel()
+        harness.raw("read", REQ, len(request), OUT, 4096)
+        return before - store.get_fuel()
+
+    short = spent(b'{"key":"a"}')
+    assert spent(b'{"key":"' + b"a" * 500 + b'"}') - short == 510 - 11
+    assert short == spent(b'{"key":"b"}')
+    assert ROOMY.host_call_fuel + 11 <= short < ROOMY.host_call_fuel + 11 + 100
+
+
 # -- log ----------------------------------------------------------------------------------
 
 

@@ -46,7 +46,7 @@ from .abi import (
     log_type,
     memory_call_type,
 )
-from .guest import CallView, as_u32, base_address
+from .guest import CallView, MappedView, as_u32, base_address
 from .limits import Limits
 
 logger = logging.getLogger(__name__)
@@ -87,14 +87,15 @@ class HostFunctions:
         self.log_sink = log_sink
         self.calls = 0
         self.log_bytes = 0
+        self._fuel = rawcall.Fuel(store)
         # The gene's exported memory, looked up at its first host call (which may come
         # from a start function, before the instance is handed back) and kept: the
         # handle stays valid for the store's life, and caller.get() costs ~10 µs.
-        self._exported: wasmtime.Memory | None = None
-        # Its size and base address at the last call.  A linear memory never shrinks
-        # and moves only when it grows, so while the size is unchanged so is the base.
-        self._size = -1
-        self._base = 0
+        self._size_of: rawcall.MemorySize | None = None
+        # The view of the last call.  A linear memory never shrinks and moves only
+        # when it grows, so while the size is unchanged so is the base, and the view
+        # serves the next call as well.
+        self._mapped: MappedView | None = None
 
     def define(self, linker: wasmtime.Linker) -> None:
         for op in MEMORY_FUNCTIONS:
@@ -109,7 +110,7 @@ class HostFunctions:
 
     def _fuel_left(self) -> int:
         try:
-            return int(self.store.get_fuel())
+            return self._fuel.get()
         except wasmtime.WasmtimeError:  # pragma: no cover - fuel is always configured
             return 0
 
@@ -123,23 +124,25 @@ class HostFunctions:
         # Keep a reserve of one call's fuel so the gene can still react to -4.
         if left < cost + self.limits.host_call_fuel:
             return False
-        self.store.set_fuel(left - cost)
+        self._fuel.set(left - cost)
         return True
 
     def _view(self, caller: Caller) -> CallView | None:
         """The gene's memory for this call, or None if it exports none."""
-        exported = self._exported
-        if exported is None:
+        size_of = self._size_of
+        if size_of is None:
             found = (caller.get(EXPORT_MEMORY) if isinstance(caller, wasmtime.Caller)
                      else rawcall.caller_export(caller, EXPORT_MEMORY))
             if not isinstance(found, wasmtime.Memory):  # pragma: no cover - checked at load
                 return None
-            self._exported = exported = found
-        # The run's store is the caller's store; its context serves as well.
-        size = int(exported.data_len(self.store))
-        if size != self._size:
-            self._size, self._base = size, base_address(exported, self.store, size)
-        return CallView(size, self._base)
+            # The run's store is the caller's store; its context serves as well.
+            self._size_of = size_of = rawcall.MemorySize(found, self.store)
+        size = size_of.size()
+        view = self._mapped
+        if view is None or view.size != size:
+            view = MappedView(size, base_address(size_of.memory, self.store, size))
+            self._mapped = view
+        return view
 
     # -- memory calls -------------------------------------------------------------
 

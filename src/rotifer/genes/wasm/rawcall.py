@@ -123,11 +123,16 @@ def define(linker: wasmtime.Linker, module: str, name: str, ty: wasmtime.FuncTyp
                              ctypes.cast(_TRAMPOLINE, void), env, ctypes.cast(_FINALIZE, void))
     if error:
         _HANDLERS.pop(env, None)
-        from wasmtime import _ffi
-
-        raise wasmtime.WasmtimeError._from_ptr(
-            ctypes.cast(error, ctypes.POINTER(_ffi.wasmtime_error_t)))
+        _raise(error)
     return True
+
+
+def _raise(error: int) -> None:
+    """Raise (and free) the ``wasmtime_error_t`` at ``error``."""
+    from wasmtime import _ffi
+
+    raise wasmtime.WasmtimeError._from_ptr(
+        ctypes.cast(error, ctypes.POINTER(_ffi.wasmtime_error_t)))
 
 
 def caller_export(caller: int, name: str) -> object:
@@ -136,3 +141,79 @@ def caller_export(caller: int, name: str) -> object:
     from wasmtime import _ffi
 
     return wasmtime.Caller(ctypes.cast(caller, ctypes.POINTER(_ffi.wasmtime_caller_t))).get(name)
+
+
+# -- fuel and memory size -----------------------------------------------------------
+#
+# Every memory call reads the store's fuel, sets it and reads the memory's
+# size: three FFI calls.  Through wasmtime-py's methods each builds ctypes
+# pointer objects and checks their types (~1 µs); through these prototypes,
+# which take plain addresses, each is ~0.4 µs.
+
+
+@functools.cache
+def _prototypes() -> tuple[Any, Any, Any] | None:
+    """get_fuel, set_fuel and memory_data_size taking addresses, or None
+    where :func:`define` is not available either."""
+    if _define_unchecked() is None:
+        return None
+    from wasmtime import _ffi
+
+    p = ctypes.c_void_p
+    return (ctypes.CFUNCTYPE(p, p, p)(("wasmtime_context_get_fuel", _ffi.dll)),
+            ctypes.CFUNCTYPE(p, p, ctypes.c_uint64)(("wasmtime_context_set_fuel", _ffi.dll)),
+            ctypes.CFUNCTYPE(ctypes.c_size_t, p, p)(("wasmtime_memory_data_size", _ffi.dll)))
+
+
+class Fuel:
+    """A store's fuel: ``get()`` and ``set(fuel)``, as ``store.get_fuel`` and
+    ``store.set_fuel`` (the same errors), through the prototypes where they are
+    available."""
+
+    __slots__ = ("_context", "_get", "_left", "_put", "_store", "_where")
+    _get: Any
+    _put: Any
+
+    def __init__(self, store: wasmtime.Store) -> None:
+        self._store = store  # keeps the context alive
+        prototypes = _define_unchecked() and _prototypes()
+        self._get, self._put = prototypes[:2] if prototypes else (None, None)
+        self._context = ctypes.cast(store._context(), ctypes.c_void_p).value
+        self._left = ctypes.c_uint64(0)
+        self._where = ctypes.addressof(self._left)
+
+    def get(self) -> int:
+        if self._get is None:
+            return int(self._store.get_fuel())
+        error = self._get(self._context, self._where)
+        if error:
+            _raise(error)
+        return int(self._left.value)
+
+    def set(self, fuel: int) -> None:
+        if self._put is None:
+            self._store.set_fuel(fuel)
+            return
+        error = self._put(self._context, fuel)
+        if error:
+            _raise(error)
+
+
+class MemorySize:
+    """``memory.data_len(store)`` as ``size()``, through the prototype where it
+    is available."""
+
+    __slots__ = ("_context", "_handle", "_size", "_store", "memory")
+    _size: Any
+
+    def __init__(self, memory: wasmtime.Memory, store: wasmtime.Store) -> None:
+        self.memory, self._store = memory, store  # keep the handle and the context alive
+        prototypes = _define_unchecked() and _prototypes()
+        self._size = prototypes[2] if prototypes else None
+        self._context = ctypes.cast(store._context(), ctypes.c_void_p).value
+        self._handle = ctypes.addressof(memory._memory)
+
+    def size(self) -> int:
+        if self._size is None:
+            return int(self.memory.data_len(self._store))
+        return int(self._size(self._context, self._handle))
