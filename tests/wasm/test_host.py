@@ -7,8 +7,10 @@ comes back, and that nothing outside the gene's memory or out is touched.
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import logging
+import weakref
 
 import pytest
 import wasmtime
@@ -419,6 +421,21 @@ def test_each_memory_call_charges_its_fuel_exactly(harness: Harness) -> None:
     assert spent(b'{"key":"' + b"a" * 500 + b'"}') - short == 510 - 11
     assert short == spent(b'{"key":"b"}')
     assert ROOMY.host_call_fuel + 11 <= short < ROOMY.host_call_fuel + 11 + 100
+
+
+def test_a_run_with_memory_calls_frees_its_store(harness_module: wasmtime.Module,
+                                                store: MemoryStore, host_path: str) -> None:
+    """wasmtime holds the host functions until the store goes; they must not
+    keep the store alive (every run of a gene using memory would leak its memory)."""
+    with open_harness(harness_module, store.for_gene(AGENT, gene_id("harness"), "probe")) as inst:
+        h = Harness(inst)
+        assert h.call("read", {"key": "probe/x"}) == 4
+        h.instance.call("call_log", 1, REQ, 4)
+        freed = weakref.ref(inst.store)
+    assert h.call("read", {"key": "probe/x"}) == -4  # closed: the budget is spent
+    del inst, h
+    gc.collect()
+    assert freed() is None
 
 
 # -- log ----------------------------------------------------------------------------------

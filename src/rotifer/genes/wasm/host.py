@@ -81,13 +81,13 @@ class HostFunctions:
                  deadline: float, *, name: str = "gene", log_sink: LogSink | None = None) -> None:
         self.memory = memory
         self.limits = limits
-        self.store = store
+        self._store: wasmtime.Store | None = store
         self.deadline = deadline
         self.name = name
         self.log_sink = log_sink
         self.calls = 0
         self.log_bytes = 0
-        self._fuel = rawcall.Fuel(store)
+        self._fuel: rawcall.Fuel | None = rawcall.Fuel(store)
         # The gene's exported memory, looked up at its first host call (which may come
         # from a start function, before the instance is handed back) and kept: the
         # handle stays valid for the store's life, and caller.get() costs ~10 µs.
@@ -106,41 +106,57 @@ class HostFunctions:
                                    access_caller=True)
         linker.define_func(IMPORT_MODULE, LOG_FUNCTION, log_type(), self.log, access_caller=True)
 
+    def detach(self) -> None:
+        """Let go of the store: the run is over, and every later call finds its
+        budget spent.
+
+        wasmtime keeps a store's host functions -- and wasmtime-py or
+        :mod:`.rawcall` their Python side, in a process-wide table -- until the
+        store is dropped; while they reach the store it never is, and each run
+        of a gene that imports a memory call would keep its linear memory.
+        """
+        self._store = self._fuel = self._size_of = self._mapped = None
+
     # -- budget -------------------------------------------------------------------
 
-    def _fuel_left(self) -> int:
+    @staticmethod
+    def _fuel_left(fuel: rawcall.Fuel) -> int:
         try:
-            return self._fuel.get()
+            return fuel.get()
         except wasmtime.WasmtimeError:  # pragma: no cover - fuel is always configured
             return 0
 
     def _spend(self, extra_fuel: int) -> bool:
         """Count one host call and charge its fuel; False once the budget is spent."""
         self.calls += 1
-        if self.calls > self.limits.max_host_calls or time.monotonic() >= self.deadline:
+        fuel = self._fuel
+        if (fuel is None or self.calls > self.limits.max_host_calls
+                or time.monotonic() >= self.deadline):
             return False
         cost = self.limits.host_call_fuel + extra_fuel
-        left = self._fuel_left()
+        left = self._fuel_left(fuel)
         # Keep a reserve of one call's fuel so the gene can still react to -4.
         if left < cost + self.limits.host_call_fuel:
             return False
-        self._fuel.set(left - cost)
+        fuel.set(left - cost)
         return True
 
     def _view(self, caller: Caller) -> CallView | None:
         """The gene's memory for this call, or None if it exports none."""
         size_of = self._size_of
         if size_of is None:
-            found = (caller.get(EXPORT_MEMORY) if isinstance(caller, wasmtime.Caller)
-                     else rawcall.caller_export(caller, EXPORT_MEMORY))
-            if not isinstance(found, wasmtime.Memory):  # pragma: no cover - checked at load
-                return None
+            store = self._store
+            found = None if store is None else (
+                caller.get(EXPORT_MEMORY) if isinstance(caller, wasmtime.Caller)
+                else rawcall.caller_export(caller, EXPORT_MEMORY))
+            if store is None or not isinstance(found, wasmtime.Memory):  # pragma: no cover
+                return None  # detached, or no memory (checked at load)
             # The run's store is the caller's store; its context serves as well.
-            self._size_of = size_of = rawcall.MemorySize(found, self.store)
+            self._size_of = size_of = rawcall.MemorySize(found, store)
         size = size_of.size()
         view = self._mapped
         if view is None or view.size != size:
-            view = MappedView(size, base_address(size_of.memory, self.store, size))
+            view = MappedView(size, base_address(size_of.memory, size_of.store, size))
             self._mapped = view
         return view
 

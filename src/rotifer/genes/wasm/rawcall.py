@@ -203,11 +203,11 @@ class MemorySize:
     """``memory.data_len(store)`` as ``size()``, through the prototype where it
     is available."""
 
-    __slots__ = ("_context", "_handle", "_size", "_store", "memory")
+    __slots__ = ("_context", "_handle", "_size", "memory", "store")
     _size: Any
 
     def __init__(self, memory: wasmtime.Memory, store: wasmtime.Store) -> None:
-        self.memory, self._store = memory, store  # keep the handle and the context alive
+        self.memory, self.store = memory, store  # keep the handle and the context alive
         prototypes = _define_unchecked() and _prototypes()
         self._size = prototypes[2] if prototypes else None
         self._context = ctypes.cast(store._context(), ctypes.c_void_p).value
@@ -215,5 +215,5 @@ class MemorySize:
 
     def size(self) -> int:
         if self._size is None:
-            return int(self.memory.data_len(self._store))
+            return int(self.memory.data_len(self.store))
         return int(self._size(self._context, self._handle))
