@@ -64,9 +64,12 @@ ROOMY = Limits(deadline_s=3600.0, fuel=10**15, max_host_calls=10**9)
 REQ, OUT, CAP = 1024, 65536, 65536
 #: Host calls per call into the guest.
 LOOP = 50
-#: Rounds per the settings' round: a round here is a few milliseconds, and a
-#: median over 7 of them swung by a third on the shared 2-core machine.
-ROUNDS_FACTOR = 3
+#: Rounds per the settings' round, each of one call per operation: a round is
+#: then a few milliseconds, short enough that most rounds of every operation
+#: run without being preempted on a loaded machine (with longer rounds the
+#: longest operation, the host call, was preempted in most of its rounds and
+#: its median grew with the load), and many rounds keep the median steady.
+ROUNDS_FACTOR = 6
 
 
 def _nop(a: int, b: int, c: int, d: int) -> int:
@@ -124,7 +127,7 @@ def run(root: Path, settings: Settings) -> list[Result]:
                 "store": reads,
                 "host": lambda: call(wstore, loop, REQ, req_len, OUT, CAP),
                 "entry": lambda: bare_call(bare_store, 1, REQ, req_len, OUT, CAP),
-            }, rounds=settings.rounds * ROUNDS_FACTOR, iters=max(1, settings.iters // 4))
+            }, rounds=settings.rounds * ROUNDS_FACTOR, iters=1)
     per = {name: (v if name == "entry" else v / loop) for name, v in t.items()}
     return [
         Result("wasm", "call from Python into the guest + one no-op host call", per["entry"],
