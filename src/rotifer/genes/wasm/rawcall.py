@@ -1,4 +1,4 @@
-"""The memory host functions' callback, taken straight from wasmtime's C API.
+"""The memory host functions' callback and budget, straight from wasmtime's C API.
 
 wasmtime-py's ``Linker.define_func`` runs every host call through one generic
 Python trampoline: it wraps the caller (an FFI call), boxes each parameter in
@@ -10,14 +10,19 @@ the store's own ``read_memory``.  The four memory functions all have the type
 the raw argument slots, the callback reads four u32 and writes its i32 result
 into the first slot with ctypes -- about 2 µs.
 
-This reaches two private parts of wasmtime-py: its loaded library
-(``wasmtime._ffi.dll``) and the slot through which a Python exception in a
-host function travels back to the caller (``wasmtime._func.LAST_EXCEPTION``,
-used only for a BaseException such as KeyboardInterrupt: the host functions
-turn every Exception into a result code themselves).  :func:`available`
-checks each piece once; where one is missing (another wasmtime-py), the host
-defines the functions with ``define_func`` as before -- the same behaviour,
-only slower.  The tests run the host functions both ways.
+Each memory call also reads and sets the store's fuel and reads the memory's
+size; :class:`Fuel` and :class:`MemorySize` do that through C prototypes that
+take plain addresses.
+
+This reaches private parts of wasmtime-py: its loaded library
+(``wasmtime._ffi.dll``), a store's context and a memory's handle, and the slot
+through which a Python exception in a host function travels back to the
+caller (``wasmtime._func.LAST_EXCEPTION``, used only for a BaseException such
+as KeyboardInterrupt: the host functions turn every Exception into a result
+code themselves).  :func:`available` checks the pieces once; where one is
+missing (another wasmtime-py), the host uses ``define_func`` and the public
+methods as before -- the same behaviour, only slower.  The tests run the host
+functions both ways.
 """
 
 from __future__ import annotations
@@ -160,9 +165,19 @@ def _prototypes() -> tuple[Any, Any, Any] | None:
     from wasmtime import _ffi
 
     p = ctypes.c_void_p
-    return (ctypes.CFUNCTYPE(p, p, p)(("wasmtime_context_get_fuel", _ffi.dll)),
-            ctypes.CFUNCTYPE(p, p, ctypes.c_uint64)(("wasmtime_context_set_fuel", _ffi.dll)),
-            ctypes.CFUNCTYPE(ctypes.c_size_t, p, p)(("wasmtime_memory_data_size", _ffi.dll)))
+    try:
+        if not hasattr(wasmtime.Store, "_context"):
+            return None
+        return (ctypes.CFUNCTYPE(p, p, p)(("wasmtime_context_get_fuel", _ffi.dll)),
+                ctypes.CFUNCTYPE(p, p, ctypes.c_uint64)(("wasmtime_context_set_fuel", _ffi.dll)),
+                ctypes.CFUNCTYPE(ctypes.c_size_t, p, p)(("wasmtime_memory_data_size", _ffi.dll)))
+    except AttributeError:  # a symbol this library does not export
+        return None
+
+
+def _context(store: wasmtime.Store) -> int:
+    """The address of the store's ``wasmtime_context_t``."""
+    return int(ctypes.cast(store._context(), ctypes.c_void_p).value or 0)
 
 
 class Fuel:
@@ -178,7 +193,7 @@ class Fuel:
         self._store = store  # keeps the context alive
         prototypes = _define_unchecked() and _prototypes()
         self._get, self._put = prototypes[:2] if prototypes else (None, None)
-        self._context = ctypes.cast(store._context(), ctypes.c_void_p).value
+        self._context = _context(store) if prototypes else 0
         self._left = ctypes.c_uint64(0)
         self._where = ctypes.addressof(self._left)
 
@@ -209,9 +224,12 @@ class MemorySize:
     def __init__(self, memory: wasmtime.Memory, store: wasmtime.Store) -> None:
         self.memory, self.store = memory, store  # keep the handle and the context alive
         prototypes = _define_unchecked() and _prototypes()
+        handle = getattr(memory, "_memory", None)  # its wasmtime_memory_t
+        if not prototypes or not isinstance(handle, ctypes.Structure):
+            prototypes = handle = None
         self._size = prototypes[2] if prototypes else None
-        self._context = ctypes.cast(store._context(), ctypes.c_void_p).value
-        self._handle = ctypes.addressof(memory._memory)
+        self._context = _context(store) if prototypes else 0
+        self._handle = ctypes.addressof(handle) if handle is not None else 0
 
     def size(self) -> int:
         if self._size is None:
