@@ -3,7 +3,11 @@
 Both modules run on rotifer's engine (fuel and epoch interruption on), each
 in its own store with the same budget:
 
-- bare: a tiny module whose export calls an import that does nothing;
+- bare: a tiny module whose export calls an import that does nothing,
+  defined with wasmtime-py's ``Linker.define_func`` (the usual way);
+- bare C callback (information): the same no-op import defined the way
+  rotifer defines its memory calls (``rotifer.genes.wasm.rawcall``), which
+  skips wasmtime-py's generic trampoline;
 - rotifer: a module whose export calls ``rotifer.readMemory`` with a read
   request for a 100-byte entry already in guest memory.
 
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import wasmtime
 
-from rotifer.genes.wasm import GeneInstance, Limits
+from rotifer.genes.wasm import GeneInstance, Limits, rawcall
 from rotifer.genes.wasm.engine import get_engine
 from rotifer.memory import MemoryStore
 
@@ -60,23 +64,41 @@ ROOMY = Limits(deadline_s=3600.0, fuel=10**15, max_host_calls=10**9)
 REQ, OUT, CAP = 1024, 65536, 65536
 #: Host calls per call into the guest.
 LOOP = 50
+#: Rounds per the settings' round, each of one call per operation: a round is
+#: then a few milliseconds, short enough that most rounds of every operation
+#: run without being preempted on a loaded machine (with longer rounds the
+#: longest operation, the host call, was preempted in most of its rounds and
+#: its median grew with the load), and many rounds keep the median steady.
+ROUNDS_FACTOR = 6
 
 
 def _nop(a: int, b: int, c: int, d: int) -> int:
     return 0
 
 
-def run(root: Path, settings: Settings) -> list[Result]:
-    engine = get_engine()
-    bare_store = wasmtime.Store(engine)
-    bare_store.set_fuel(10**15)
-    bare_store.set_epoch_deadline(10**9)
+def _raw_nop(caller: int, a: int, b: int, c: int, d: int) -> int:
+    return 0
+
+
+def _bare(engine: wasmtime.Engine, *, c_callback: bool) -> tuple[wasmtime.Store, wasmtime.Func]:
+    """A store and the ``call`` export of BARE_WAT with its no-op import."""
+    store = wasmtime.Store(engine)
+    store.set_fuel(10**15)
+    store.set_epoch_deadline(10**9)
     linker = wasmtime.Linker(engine)
     i32 = wasmtime.ValType.i32()
-    linker.define_func("bench", "nop", wasmtime.FuncType([i32] * 4, [i32]), _nop)
-    bare = linker.instantiate(bare_store, wasmtime.Module(engine, BARE_WAT))
-    bare_call = bare.exports(bare_store)["call"]
-    assert isinstance(bare_call, wasmtime.Func)
+    ty = wasmtime.FuncType([i32] * 4, [i32])
+    if not (c_callback and rawcall.define(linker, "bench", "nop", ty, _raw_nop)):
+        linker.define_func("bench", "nop", ty, _nop)
+    call = linker.instantiate(store, wasmtime.Module(engine, BARE_WAT)).exports(store)["call"]
+    assert isinstance(call, wasmtime.Func)
+    return store, call
+
+
+def run(root: Path, settings: Settings) -> list[Result]:
+    engine = get_engine()
+    bare_store, bare_call = _bare(engine, c_callback=False)
+    raw_store, raw_call = _bare(engine, c_callback=True)
     loop = LOOP if settings.iters >= 10 else 2
 
     with MemoryStore.open(root) as store:
@@ -101,16 +123,19 @@ def run(root: Path, settings: Settings) -> list[Result]:
 
             t = compare({
                 "bare": lambda: bare_call(bare_store, loop, REQ, req_len, OUT, CAP),
+                "raw": lambda: raw_call(raw_store, loop, REQ, req_len, OUT, CAP),
                 "store": reads,
                 "host": lambda: call(wstore, loop, REQ, req_len, OUT, CAP),
                 "entry": lambda: bare_call(bare_store, 1, REQ, req_len, OUT, CAP),
-            }, rounds=settings.rounds, iters=max(1, settings.iters // 4))
+            }, rounds=settings.rounds * ROUNDS_FACTOR, iters=1)
     per = {name: (v if name == "entry" else v / loop) for name, v in t.items()}
     return [
         Result("wasm", "call from Python into the guest + one no-op host call", per["entry"],
                None, "", "info", None),
         Result("wasm", "bare wasmtime host call (guest -> no-op import -> guest)", per["bare"],
                None, "", "info", None),
+        Result("wasm", "bare host call, C callback (as rotifer defines its memory calls)",
+               per["raw"], None, "", "info", None),
         Result("wasm", "read_memory 100 B alone (Python)", per["store"], None, "", "info", None),
         Result("wasm", "readMemory host call, 100 B (guest -> rotifer -> guest)", per["host"],
                per["bare"] + per["store"], "bare call + store op", "max", 1.5),

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import wasmtime
 
-from rotifer.genes.wasm import GeneInstance, Limits, prepare
+from rotifer.genes.wasm import GeneInstance, Limits, prepare, rawcall
 from rotifer.memory import GeneMemoryAccess, MemoryStore
 
 GENES = Path(__file__).parent / "genes"
@@ -106,8 +106,21 @@ def open_harness(module: wasmtime.Module, memory: GeneMemoryAccess,
     return GeneInstance(module, memory, limits, name="harness")
 
 
+@pytest.fixture(params=["c-callback", "define_func"])
+def host_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the memory host functions are defined: through wasmtime's C callback
+    (``rawcall``, wherever this wasmtime-py allows it) or, as the fallback, with
+    wasmtime-py's ``define_func``.  Every harness test runs both ways."""
+    if request.param == "define_func":
+        monkeypatch.setattr(rawcall, "_define_unchecked", lambda: None)
+    else:
+        assert rawcall.available()
+    return str(request.param)
+
+
 @pytest.fixture
-def harness(harness_module: wasmtime.Module, store: MemoryStore) -> Iterator[Harness]:
+def harness(harness_module: wasmtime.Module, store: MemoryStore,
+            host_path: str) -> Iterator[Harness]:
     with open_harness(harness_module, store.for_gene(AGENT, gene_id("harness"), "probe")) as inst:
         yield Harness(inst)
 

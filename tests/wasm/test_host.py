@@ -7,8 +7,10 @@ comes back, and that nothing outside the gene's memory or out is touched.
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import logging
+import weakref
 
 import pytest
 import wasmtime
@@ -372,6 +374,68 @@ def test_an_unexpected_exception_is_a_storage_error_not_a_crash(
             "code": "MEMORY_STORAGE_ERROR", "message": "the memory host failed: RuntimeError"}}
         assert "boom" in caplog.text
         assert h.call("read", b"{") == -10  # malformed: the probe's RuntimeError is ignored
+
+
+class Interrupted:
+    """A memory view whose every call is interrupted (as by ^C)."""
+
+    def read_memory(self, *args: object) -> None:
+        raise KeyboardInterrupt
+
+    write_memory = query_memory = delete_memory = read_memory
+
+
+def test_an_interrupt_in_a_memory_call_reaches_the_caller(
+    harness_module: wasmtime.Module, host_path: str
+) -> None:
+    """A BaseException is no result code: it stops the guest and is raised
+    again where Python called into it, on either way of defining the calls."""
+    with open_harness(harness_module, Interrupted()) as inst:  # type: ignore[arg-type]
+        h = Harness(inst)
+        with pytest.raises(KeyboardInterrupt):
+            h.call("read", {"key": "probe/x"})
+        with pytest.raises(KeyboardInterrupt):
+            h.call("write", write_req("probe/x"))
+
+
+def test_results_and_pointers_cross_as_32_bit_values(harness: Harness) -> None:
+    """Pointers and lengths arrive unsigned (a negative i32 is a huge u32);
+    a negative result arrives as the gene's negative i32."""
+    assert harness.raw("read", 0x7FFF_FFFF, 5, OUT, 4096) == -10
+    assert harness.raw("read", -2, 1, OUT, 4096) == -10
+    body = harness.body()["__rotifer_error"]
+    assert body["message"].startswith("the request [4294967294, 4294967295) is outside")
+
+
+def test_each_memory_call_charges_its_fuel_exactly(harness: Harness) -> None:
+    """host_call_fuel plus one unit per request byte, taken from the store's fuel."""
+    store = harness.instance.store
+
+    def spent(request: bytes) -> int:
+        harness.guest.write(REQ, request)
+        before = store.get_fuel()
+        harness.raw("read", REQ, len(request), OUT, 4096)
+        return before - store.get_fuel()
+
+    short = spent(b'{"key":"a"}')
+    assert spent(b'{"key":"' + b"a" * 500 + b'"}') - short == 510 - 11
+    assert short == spent(b'{"key":"b"}')
+    assert ROOMY.host_call_fuel + 11 <= short < ROOMY.host_call_fuel + 11 + 100
+
+
+def test_a_run_with_memory_calls_frees_its_store(harness_module: wasmtime.Module,
+                                                store: MemoryStore, host_path: str) -> None:
+    """wasmtime holds the host functions until the store goes; they must not
+    keep the store alive (every run of a gene using memory would leak its memory)."""
+    with open_harness(harness_module, store.for_gene(AGENT, gene_id("harness"), "probe")) as inst:
+        h = Harness(inst)
+        assert h.call("read", {"key": "probe/x"}) == 4
+        h.instance.call("call_log", 1, REQ, 4)
+        freed = weakref.ref(inst.store)
+    assert h.call("read", {"key": "probe/x"}) == -4  # closed: the budget is spent
+    del inst, h
+    gc.collect()
+    assert freed() is None
 
 
 # -- log ----------------------------------------------------------------------------------

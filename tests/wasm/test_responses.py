@@ -1,9 +1,12 @@
 """The host builds entry responses directly (``requests.entry_json``); they
-must be exactly what encoding ``MemoryEntry.to_json()`` gives, for any entry."""
+must be exactly what encoding ``MemoryEntry.to_json()`` gives, for any entry.
+Likewise a request is parsed by a shortcut (``requests._parse``) that must
+give what the strict decoder gives, values and errors alike."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -47,3 +50,28 @@ def test_a_key_with_quotes_controls_and_non_ascii_is_escaped_like_json() -> None
     assert json.loads(built)["key"] == entry.key
     assert json.loads(built)["retentionPolicy"] == {
         "maxRetentionDays": 7, "autoDeleteOnTermination": True, "anonymizationSupported": False}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=12)
+spaces = st.sampled_from(["", " ", "\n", "\t ", "\r\n"])
+request_texts = (
+    st.builds(lambda lead, value, tail, junk: lead + json.dumps(value) + tail + junk,
+              spaces, json_values, spaces, st.sampled_from(["", "x", "}", ",1", " {}"]))
+    | st.text(max_size=40)
+    | st.sampled_from(['{"key":"a","key":"b"}', "NaN", "[Infinity]", " ", "", '{"a":1}  ',
+                       '{"a":', '"\\ud800"', "1e999", "-0"]))
+
+
+def _outcome(parse: Any, text: str) -> tuple[Any, ...]:
+    try:
+        return ("value", parse(text))
+    except Exception as exc:  # the error's type and message must match too
+        return ("error", type(exc), str(exc))
+
+
+@given(request_texts)
+def test_the_request_shortcut_parses_like_the_strict_decoder(text: str) -> None:
+    assert _outcome(requests._parse, text) == _outcome(requests._DECODER.decode, text)

@@ -34,7 +34,7 @@ import wasmtime
 
 from rotifer.memory import ErrorCode, GeneMemoryAccess, MemoryError
 
-from . import requests
+from . import rawcall, requests
 from .abi import (
     BUDGET_SPENT,
     EXPORT_MEMORY,
@@ -46,7 +46,7 @@ from .abi import (
     log_type,
     memory_call_type,
 )
-from .guest import CallView, as_u32, base_address
+from .guest import CallView, MappedView, as_u32, base_address
 from .limits import Limits
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,9 @@ gene_logger = logging.getLogger("rotifer.genes.wasm.gene")
 LOG_LEVELS: Final = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
 
 LogSink = Callable[[int, str], None]
+#: What a host function gets to find the gene's exports: wasmtime-py's Caller,
+#: or the caller's address when it is called through :mod:`.rawcall`.
+Caller = wasmtime.Caller | int
 
 
 class _Refusal(Exception):
@@ -78,65 +81,88 @@ class HostFunctions:
                  deadline: float, *, name: str = "gene", log_sink: LogSink | None = None) -> None:
         self.memory = memory
         self.limits = limits
-        self.store = store
+        self._store: wasmtime.Store | None = store
         self.deadline = deadline
         self.name = name
         self.log_sink = log_sink
         self.calls = 0
         self.log_bytes = 0
+        self._fuel: rawcall.Fuel | None = rawcall.Fuel(store)
         # The gene's exported memory, looked up at its first host call (which may come
         # from a start function, before the instance is handed back) and kept: the
         # handle stays valid for the store's life, and caller.get() costs ~10 µs.
-        self._exported: wasmtime.Memory | None = None
-        # Its size and base address at the last call.  A linear memory never shrinks
-        # and moves only when it grows, so while the size is unchanged so is the base.
-        self._size = -1
-        self._base = 0
+        self._size_of: rawcall.MemorySize | None = None
+        # The view of the last call.  A linear memory never shrinks and moves only
+        # when it grows, so while the size is unchanged so is the base, and the view
+        # serves the next call as well.
+        self._mapped: MappedView | None = None
 
     def define(self, linker: wasmtime.Linker) -> None:
         for op in MEMORY_FUNCTIONS:
             # A partial, not a closure: one Python frame less on every call.
-            linker.define_func(IMPORT_MODULE, op, memory_call_type(),
-                               functools.partial(self.memory_call, op), access_caller=True)
+            call = functools.partial(self.memory_call, op)
+            if not rawcall.define(linker, IMPORT_MODULE, op, memory_call_type(), call):
+                linker.define_func(IMPORT_MODULE, op, memory_call_type(), call,
+                                   access_caller=True)
         linker.define_func(IMPORT_MODULE, LOG_FUNCTION, log_type(), self.log, access_caller=True)
+
+    def detach(self) -> None:
+        """Let go of the store: the run is over, and every later call finds its
+        budget spent.
+
+        wasmtime keeps a store's host functions -- and wasmtime-py or
+        :mod:`.rawcall` their Python side, in a process-wide table -- until the
+        store is dropped; while they reach the store it never is, and each run
+        of a gene that imports a memory call would keep its linear memory.
+        """
+        self._store = self._fuel = self._size_of = self._mapped = None
 
     # -- budget -------------------------------------------------------------------
 
-    def _fuel_left(self) -> int:
+    @staticmethod
+    def _fuel_left(fuel: rawcall.Fuel) -> int:
         try:
-            return int(self.store.get_fuel())
+            return fuel.get()
         except wasmtime.WasmtimeError:  # pragma: no cover - fuel is always configured
             return 0
 
     def _spend(self, extra_fuel: int) -> bool:
         """Count one host call and charge its fuel; False once the budget is spent."""
         self.calls += 1
-        if self.calls > self.limits.max_host_calls or time.monotonic() >= self.deadline:
+        fuel = self._fuel
+        if (fuel is None or self.calls > self.limits.max_host_calls
+                or time.monotonic() >= self.deadline):
             return False
         cost = self.limits.host_call_fuel + extra_fuel
-        left = self._fuel_left()
+        left = self._fuel_left(fuel)
         # Keep a reserve of one call's fuel so the gene can still react to -4.
         if left < cost + self.limits.host_call_fuel:
             return False
-        self.store.set_fuel(left - cost)
+        fuel.set(left - cost)
         return True
 
-    def _view(self, caller: wasmtime.Caller) -> CallView | None:
+    def _view(self, caller: Caller) -> CallView | None:
         """The gene's memory for this call, or None if it exports none."""
-        exported = self._exported
-        if exported is None:
-            found = caller.get(EXPORT_MEMORY)
-            if not isinstance(found, wasmtime.Memory):  # pragma: no cover - checked at load
-                return None
-            self._exported = exported = found
-        size = int(exported.data_len(caller))
-        if size != self._size:
-            self._size, self._base = size, base_address(exported, caller, size)
-        return CallView(size, self._base)
+        size_of = self._size_of
+        if size_of is None:
+            store = self._store
+            found = None if store is None else (
+                caller.get(EXPORT_MEMORY) if isinstance(caller, wasmtime.Caller)
+                else rawcall.caller_export(caller, EXPORT_MEMORY))
+            if store is None or not isinstance(found, wasmtime.Memory):  # pragma: no cover
+                return None  # detached, or no memory (checked at load)
+            # The run's store is the caller's store; its context serves as well.
+            self._size_of = size_of = rawcall.MemorySize(found, store)
+        size = size_of.size()
+        view = self._mapped
+        if view is None or view.size != size:
+            view = MappedView(size, base_address(size_of.memory, size_of.store, size))
+            self._mapped = view
+        return view
 
     # -- memory calls -------------------------------------------------------------
 
-    def memory_call(self, op: str, caller: wasmtime.Caller, req_ptr: int, req_len: int,
+    def memory_call(self, op: str, caller: Caller, req_ptr: int, req_len: int,
                     out_ptr: int, out_cap: int) -> int:
         try:
             return self._memory_call(op, caller, as_u32(req_ptr), as_u32(req_len),
@@ -146,7 +172,7 @@ class HostFunctions:
             logger.exception("unexpected error in the %s host function", op)
             return RESULT_OF_CODE[ErrorCode.STORAGE_ERROR]
 
-    def _memory_call(self, op: str, caller: wasmtime.Caller, req_ptr: int, req_len: int,
+    def _memory_call(self, op: str, caller: Caller, req_ptr: int, req_len: int,
                      out_ptr: int, out_cap: int) -> int:
         if not self._spend(min(req_len, self.limits.max_request_bytes)):
             return BUDGET_SPENT

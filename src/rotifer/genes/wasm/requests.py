@@ -72,6 +72,28 @@ _DECODER: Final = json.JSONDecoder(parse_constant=_no_constants,
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+#: What ``_DECODER.decode`` scans with: the C scanner, with the decoder's hooks
+#: (an attribute every JSONDecoder sets, which the type stubs omit).
+_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = _DECODER.scan_once  # type: ignore[attr-defined]
+
+
+def _parse(text: str) -> Any:
+    """``_DECODER.decode(text)``, with the same results and errors.
+
+    A request is usually one JSON value filling the text; that is scanned
+    directly, without ``decode``'s two Python frames and two regex matches
+    (~0.7 µs of its ~1.5 µs).  Anything else -- leading or trailing
+    whitespace, no value -- goes through ``decode``, which gives the errors.
+    """
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        end = -1
+    if end == len(text):
+        return value
+    return _DECODER.decode(text)
+
+
 def decode(raw: bytes) -> Any:
     """Parse a request's bytes, or raise MEMORY_INVALID_INPUT."""
     try:
@@ -79,7 +101,7 @@ def decode(raw: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise invalid(f"the request is not UTF-8 (byte {exc.start})") from None
     try:
-        value = _DECODER.decode(text)
+        value = _parse(text)
     except MemoryError:
         raise
     except RecursionError:
@@ -106,7 +128,8 @@ def entry_json(entry: MemoryEntry) -> str:
     Every read, write and query response is entries, and the generic encoder
     walks the nested dicts ``to_json`` builds at several microseconds each;
     this writes the same fields in the same order with the same escaping
-    (the tests compare the two byte for byte).
+    (the tests compare the two byte for byte).  The enums are StrEnums, which
+    format as their values.
     """
     policy = entry.access_policy
     retention = entry.retention_policy
@@ -117,15 +140,15 @@ def entry_json(entry: MemoryEntry) -> str:
         kept = (f'{{"maxRetentionDays":{"null" if days is None else int(days)},'
                 f'"autoDeleteOnTermination":{"true" if retention.auto_delete_on_termination else "false"},'
                 f'"anonymizationSupported":{"true" if retention.anonymization_supported else "false"}}}')
-    return (f'{{"entryId":{_string(entry.entry_id)},"category":"{entry.category.value}",'
+    return (f'{{"entryId":{_string(entry.entry_id)},"category":"{entry.category}",'
             f'"key":{_string(entry.key)},'
             f'"value":"{base64.b64encode(entry.value).decode("ascii")}",'
             f'"createdBy":{_string(entry.created_by)},'
             f'"lastAccessedBy":{_string(entry.last_accessed_by)},'
             f'"createdAt":{_string(entry.created_at)},"updatedAt":{_string(entry.updated_at)},'
-            f'"accessPolicy":{{"readScope":"{policy.read_scope.value}",'
-            f'"writeScope":"{policy.write_scope.value}",'
-            f'"sharePolicy":"{policy.share_policy.value}"}},'
+            f'"accessPolicy":{{"readScope":"{policy.read_scope}",'
+            f'"writeScope":"{policy.write_scope}",'
+            f'"sharePolicy":"{policy.share_policy}"}},'
             f'"retentionPolicy":{kept}}}')
 
 
@@ -133,12 +156,17 @@ def error_body(code: str, message: str) -> bytes:
     return encode({"__rotifer_error": {"code": code, "message": message}})
 
 
+#: Each call's required fields as a set: ``request.keys() == ...`` tells the
+#: usual request (exactly those fields) in one C-level comparison.
+_REQUIRED: Final = {op: frozenset(fields[0]) for op, fields in _FIELDS.items()}
+
+
 def _fields(op: str, request: Any) -> dict[str, Any]:
+    if isinstance(request, dict) and request.keys() == _REQUIRED[op]:
+        return request  # the usual request: exactly the required fields
     required, optional = _FIELDS[op]
     if not isinstance(request, dict):
         raise invalid(f"a {op} request must be a JSON object")
-    if len(request) == len(required) and all(f in request for f in required):
-        return request  # the usual request: exactly the required fields
     unknown = sorted(set(request) - set(required) - set(optional))
     if unknown:
         raise invalid(f"unknown field(s) in the {op} request: {', '.join(unknown)}")

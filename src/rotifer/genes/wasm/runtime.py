@@ -174,6 +174,11 @@ class GeneInstance:
             # reaches the store: cut that cycle, or no such store would be freed.
             self.stdout.detach()
             self.stderr.detach()
+            # Likewise the memory host functions reach the store themselves
+            # (there are none yet if the constructor failed before making them).
+            host: HostFunctions | None = getattr(self, "host", None)
+            if host is not None:
+                host.detach()
 
     def _stderr_note(self) -> str:
         tail = self.stderr.tail_text()
