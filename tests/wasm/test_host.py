@@ -476,3 +476,23 @@ def test_log_without_a_sink_goes_to_the_logger(harness_module: wasmtime.Module,
         _log_some(inst)
     assert [r.levelname for r in caplog.records] == ["WARNING", "DEBUG", "ERROR"]
     assert "[logger] hello ✓" in caplog.text
+
+
+def test_the_c_callback_is_used_only_with_a_checked_wasmtime_py(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hand-written C signatures against an untested library would corrupt
+    memory rather than fail: any other major version takes define_func."""
+    import importlib.metadata
+
+    from rotifer.genes.wasm import rawcall
+
+    real = importlib.metadata.version("wasmtime")
+    assert int(real.split(".")[0]) in rawcall.TESTED_MAJORS  # what CI installs
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "51.0.0")
+    rawcall._define_unchecked.cache_clear()  # it is looked up once per process
+    try:
+        assert not rawcall.available()
+    finally:
+        monkeypatch.setattr(importlib.metadata, "version", lambda name: real)
+        rawcall._define_unchecked.cache_clear()
+    assert rawcall.available()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.metadata
 import itertools
 from collections.abc import Callable
 from typing import Any, Final
@@ -90,10 +91,27 @@ _TRAMPOLINE: Final = _CALLBACK(_trampoline)
 _FINALIZE: Final = _FINALIZER(_finalize)
 
 
+#: The wasmtime-py major versions whose C signatures this module was checked
+#: against.  A ctypes prototype that no longer matches the library does not
+#: raise, it corrupts memory; so any other version uses ``define_func``.
+TESTED_MAJORS: Final = frozenset({50})
+
+
+def _tested_version() -> bool:
+    try:
+        major = int(importlib.metadata.version("wasmtime").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
+    return major in TESTED_MAJORS
+
+
 @functools.cache
 def _define_unchecked() -> Any:
     """``wasmtime_linker_define_func_unchecked`` with addresses as plain ints,
-    or None if this wasmtime-py does not offer all that this module needs."""
+    or None if this wasmtime-py is not one this module was checked against or
+    does not offer all that this module needs."""
+    if not _tested_version():
+        return None
     try:
         from wasmtime import _ffi, _func
 
