@@ -95,15 +95,25 @@ def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
         trips[name] = float(r[1].split()[0])
         assert re.fullmatch(TIME, r[3]) and re.fullmatch(TIME, r[4])
         assert "`" in r[6]
-    # A read that changes nothing is one lookup; any change is a transaction.
-    assert trips["read_memory, unchanged"] == 1
-    # So is a delete that finds nothing (issue 16: it writes nothing).
-    assert trips["delete_memory, missing key"] == 1
-    # BEGIN and the agent's row lock travel together: one round trip, two statements.
-    for name in ("write_memory, update", "delete_memory", "read_memory, changes lastAccessedBy"):
-        rt, st = (float(x) for x in re.findall(r"[0-9.]+", body[name][1]))
-        assert rt == st - 1, (name, rt, st)
-    assert trips["write_memory, update"] > trips["read_memory, unchanged"]
+    pooled = {name: float(r[2].split()[0]) for name, r in body.items()}
+    # Issue 16: BEGIN, the agent's lock and the lookup share one round trip; the
+    # row change, counters and audit rows go out with COMMIT (the second); a
+    # read that only notes its reader is a lookup and one conditional UPDATE; a
+    # read that changes nothing and a delete of a missing key are one lookup.
+    assert trips == pooled == {
+        "write_memory, new key": 2,
+        "write_memory, update": 2,
+        "read_memory, unchanged": 1,
+        "read_memory, changes lastAccessedBy": 2,
+        "query_memory, 100 entries": 3,
+        "delete_memory": 3,
+        "delete_memory, missing key": 1,
+        "write_memory, evicts 1": 3,
+    }
+    # The writes wait for COMMIT: the write's last round trip carries four statements.
+    sql = body["write_memory, update"][6]
+    assert sql.endswith("`INSERT memory_entries`, `UPDATE memory_agents`, "
+                        "`INSERT memory_audit`, `COMMIT`"), sql
 
 
 def test_named_blocks_leave_the_main_table_alone(tmp_path: Path) -> None:

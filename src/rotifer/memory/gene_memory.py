@@ -110,6 +110,12 @@ class GeneMemory:
                 return None  # pragma: no cover - _read_in refuses
             if row.last_accessed_by == actor.gene_id:
                 return to_entry(row)  # nothing changes, so nothing is written
+            # Only lastAccessedBy changes: no change number, no audit line, so no
+            # lock and no transaction -- one statement that applies only if the
+            # entry is still the one looked up (else the full way, below).
+            with store.backend.peek() as tx:
+                if tx.touch_if(self.agent_id, key, actor.gene_id, row.seq, now):
+                    return to_entry(row, actor.gene_id)
         return store.change(self.agent_id, actor.gene_id,
                             lambda tx, rec, ch: self._read_in(tx, ch, key, wanted, actor), key)
 

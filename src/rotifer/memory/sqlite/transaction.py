@@ -92,6 +92,15 @@ class SqliteTransaction:
             "UPDATE memory_entries SET last_accessed_by = ? WHERE agent_id = ? AND key = ?",
             (gene_id, agent_id, key))
 
+    def touch_if(self, agent_id: str, key: str, gene_id: str, seq: int, now_us: int) -> bool:
+        """One autocommit statement (see the backend interface); it takes the
+        file's write lock for its moment, as any change does."""
+        cur = self.conn.execute(
+            "UPDATE memory_entries SET last_accessed_by = ? WHERE agent_id = ? AND key = ? "
+            "AND seq = ? AND (expires_us IS NULL OR expires_us > ?)",
+            (gene_id, agent_id, key, seq, now_us))
+        return cur.rowcount == 1
+
     def delete(self, agent_id: str, keys: list[str]) -> None:
         # A statement per chunk of keys, not per key: an eviction of 100 entries
         # is one DELETE.
