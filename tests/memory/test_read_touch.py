@@ -87,3 +87,27 @@ def test_a_read_of_an_expired_entry_still_purges_it(store: MemoryStore, clock: M
     clock.advance(seconds=2 * 86_400)
     assert store.for_gene("agent", B, "d").read_memory("brief") is None
     assert audit_lines(tmp_path / ".rotifer")[-1]["action"] == "expire"
+
+
+def test_a_query_past_the_first_page_reads_one_snapshot(store: MemoryStore,
+                                                        clock: ManualClock) -> None:
+    """A query answered by the first page runs as that one statement; one that
+    needs more (a large limit, or many entries it may not read) is answered
+    again from a read transaction's snapshot, with the same rules."""
+    a, b = store.for_gene("agent", A, "d"), store.for_gene("agent", B, "other")
+    private = {"readScope": "CREATOR_GENE_ONLY", "writeScope": "CREATOR_GENE_ONLY",
+               "sharePolicy": "PRIVATE"}
+    for i in range(40):
+        clock.advance(micros=1)
+        a.write_memory(f"open/{i:03d}", b"v", "PATTERN", access_policy={
+            "readScope": "ALL_GENES", "writeScope": "CREATOR_GENE_ONLY",
+            "sharePolicy": "PRIVATE"})
+    for i in range(300):  # newer, and unreadable by b: b's page 1 holds none of its answer
+        clock.advance(micros=1)
+        a.write_memory(f"mine/{i:03d}", b"v", "PATTERN", access_policy=private)
+    assert [e.key for e in b.query_memory({"limit": 1000})] == [
+        f"open/{i:03d}" for i in reversed(range(40))]
+    everything = a.query_memory({"limit": 1000})
+    assert len(everything) == 340 and everything[0].key == "mine/299"
+    assert [e.key for e in a.query_memory({"limit": 256})] == [e.key for e in everything[:256]]
+    assert [e.key for e in a.query_memory({"limit": 257})] == [e.key for e in everything[:257]]

@@ -40,6 +40,10 @@ AGENT_COLUMNS = (
     "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq, "
     "last_us"
 )
+#: How many rows ``iter_newest`` fetches with its first statement (both backends
+#: page by 256): a query whose answer lies within them needs no snapshot beyond
+#: that one statement, so it runs outside a transaction (gene_memory.query_memory).
+NEWEST_PAGE = 256
 #: Where the entry's columns start in a :func:`lookup_sql` result row.
 LOOKUP_ROW_AT = len(AGENT_COLUMNS.split(", ")) + 1
 

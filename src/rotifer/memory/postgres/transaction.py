@@ -36,6 +36,7 @@ from ..backend import (
     AGENT_COLUMNS,
     BRIEF_COLUMNS,
     LOOKUP_ROW_AT,
+    NEWEST_PAGE,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
@@ -54,7 +55,7 @@ Cursor = psycopg.Cursor[tuple[Any, ...]]
 Params = tuple[Any, ...] | None
 Statement = tuple[str, Params]
 
-BATCH: Final = 256
+BATCH: Final = NEWEST_PAGE  # a page of iter_newest; the first one answers most queries
 #: The first page of the cleanup and expiry scans (they double from there).
 FIRST_PAGE: Final = 16
 #: Deferred statements kept at most; more are sent (one round trip) first.
