@@ -71,6 +71,24 @@ def test_relay_counts_round_trips_and_statements(server: pgserver.Server) -> Non
     assert relay.texts[-1] == "SELECT 1; SELECT 2"
 
 
+def test_relay_counts_a_pipeline_as_one_round_trip(server: pgserver.Server) -> None:
+    relay = Relay(server.port)
+    try:
+        url = server.url("postgres").replace(f":{server.port}/", f":{relay.port}/")
+        with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
+            before = relay.snapshot()
+            with conn.pipeline():
+                for n in range(3):
+                    conn.execute("SELECT %s::int", (n,))
+            conn.execute("SELECT 4")
+            after = relay.snapshot()
+    finally:
+        relay.close()
+    assert (after[0] - before[0], after[1] - before[1]) == (2, 4)
+    texts, trips = relay.texts[before[2]:], relay.trip_of[before[2]:]
+    assert roundtrips.by_round_trip(texts, trips) == ("SELECT; SELECT; SELECT", "SELECT")
+
+
 def test_statement_labels() -> None:
     assert roundtrips.label("SELECT 1 FROM memory_agents WHERE agent_id = $1 FOR UPDATE") \
         == "SELECT memory_agents FOR UPDATE"
@@ -111,10 +129,11 @@ def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
         "delete_memory, missing key": 1,
         "write_memory, evicts 1": 3,
     }
-    # The writes wait for COMMIT: the write's last round trip carries four statements.
-    sql = body["write_memory, update"][6]
-    assert sql.endswith("`INSERT memory_entries`, `UPDATE memory_agents`, "
-                        "`INSERT memory_audit`, `COMMIT`"), sql
+    # The lock and the lookup travel with BEGIN; the writes wait for COMMIT.
+    assert body["write_memory, update"][6] == (
+        "`BEGIN; SET LOCAL statement_timeout; SET LOCAL lock_timeout; "
+        "SELECT memory_agents FOR UPDATE; SELECT memory_entries JOIN memory_agents`, "
+        "`INSERT memory_entries; UPDATE memory_agents; INSERT memory_audit; COMMIT`")
 
 
 def test_named_blocks_leave_the_main_table_alone(tmp_path: Path) -> None:

@@ -317,7 +317,9 @@ class Backend(Protocol):
         ...
 
     def write(self, agent_id: str | None) -> AbstractContextManager[Transaction]:
-        """A read-write transaction holding ``agent_id`` exclusively.
+        """A read-write transaction holding ``agent_id`` exclusively (SQLite from
+        the start; PostgreSQL from its first statement, which travels with the
+        lock -- see :func:`lookup_holding`).
 
         Commits when the block exits normally, rolls back on an exception.
         Backend failures surface as MEMORY_STORAGE_ERROR.
