@@ -133,12 +133,13 @@ class PostgresBackend:
         assert agent_id is not None
         if cursors[len(statements) - 1 - (first is not None)].fetchone() is not None:
             return agent_id, cur
-        # No row to lock yet: queue with everyone else who found none, then look again.
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(agent_id),))
-        found = conn.execute(LOCK_AGENT_SQL, (agent_id,)).fetchone() is not None
-        if first is not None:
-            cur = conn.execute(first[0], first[1], binary=True)
-        return (agent_id if found else None), cur
+        # No row to lock yet: queue with everyone else who found none, then look
+        # again (and run ``first`` again) -- one more round trip.
+        again = pipelined(conn, [
+            ("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(agent_id),)),
+            (LOCK_AGENT_SQL, (agent_id,)), *([first] if first is not None else [])])
+        found = again[1].fetchone() is not None
+        return (agent_id if found else None), (again[2] if first is not None else None)
 
     def _begin(self, statement: str, agent_id: str | None, deadline: float | None = None,
                first: Statement | None = None
