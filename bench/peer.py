@@ -18,13 +18,16 @@ over rotifer's ("× faster").
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rotifer.memory import MemoryStore
+from rotifer.memory import Category, MemoryStore
+from rotifer.memory.sqlite import row_params
+from rotifer.memory.sqlite.transaction import LOOKUP_SQL, PUT_SQL
 
 from . import memory
 from .report import Result
@@ -60,6 +63,28 @@ def _lg_populate(store: Any, entries: int, size: int) -> None:
         yield PutOp((*ns, "w"), "key", {"v": text})
 
     store.batch(list(ops()))
+
+
+def _raw_write(db: Path, agent: str, value: bytes) -> Callable[[], None]:
+    """The SQL a ``write_memory`` needs and nothing else, on raw sqlite3: ``BEGIN
+    IMMEDIATE``, the lookup (agent, expiry check, old row), the upsert, the
+    agent's counters, ``COMMIT`` -- no rules, no audit line, no entry built.
+    Against LangGraph's ``put`` it is the floor under the put row's ratio."""
+    conn = sqlite3.connect(str(db), isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    numbers = itertools.count(10**9)
+
+    def write() -> None:
+        n = next(numbers)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(LOOKUP_SQL, (n, "w/raw", agent)).fetchone()
+        conn.execute(PUT_SQL, row_params(memory.make_row(agent, "w/raw", value,
+                                                          Category.PATTERN, n)))
+        # The agent's row is rewritten as a write does, its values kept.
+        conn.execute("UPDATE memory_agents SET used_bytes = used_bytes, next_seq = next_seq, "
+                     "last_us = last_us WHERE agent_id = ?", (agent,))
+        conn.execute("COMMIT")
+    return write
 
 
 def available() -> bool:
@@ -98,6 +123,11 @@ def run(root: Path, settings: Settings) -> list[Result]:
             }, rounds=settings.rounds, iters=settings.iters)
             results.append(Result(group, f"put / write_memory {label}", t["rotifer"],
                                   t["langgraph"], "put", "min", 1.0))
+            statements = _raw_write(root / "rotifer" / "playground.db", agent, value)
+            t = compare({"langgraph": lambda: lg.put((*ns, "w"), "key", doc),  # noqa: B023
+                         "raw": statements}, rounds=settings.rounds, iters=settings.iters)
+            results.append(Result(group, f"put / a write's 5 SQL statements alone, raw {label}",
+                                  t["raw"], t["langgraph"], "put", "info", None))
             t = compare({
                 "langgraph": lambda: lg.get((*ns, "r"), "key"),  # noqa: B023
                 "rotifer": lambda: mem.read_memory("r/key"),  # noqa: B023

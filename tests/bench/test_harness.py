@@ -94,7 +94,8 @@ def _sum_sizes(scale: memory.Scale, agent: str) -> int:
 
 def test_eviction_comparison_stays_within_quota(tmp_path: Path) -> None:
     results = memory.eviction_suite(tmp_path, TINY)
-    assert [r.group for r in results] == ["eviction", "eviction"]
+    assert [r.group for r in results] == ["eviction", "eviction", "eviction"]
+    assert results[-1].name.startswith("raw SQL alone")
     assert all(r.ratio is not None for r in results)
 
 

@@ -99,8 +99,7 @@ def test_touch_changes_only_last_accessed_by(raw: Backend) -> None:
         got = tx.get("ag", "k")
     assert got is not None
     assert got.last_accessed_by == "v2:reader"
-    assert got == Row(**{**{f: getattr(row("k", seq=1), f) for f in Row.__slots__},
-                        "last_accessed_by": "v2:reader"})
+    assert got == row("k", seq=1)._replace(last_accessed_by="v2:reader")
 
 
 def test_cleanup_order_is_update_time_then_write_order_across_pages(raw: Backend) -> None:

@@ -10,7 +10,6 @@ refuses one row, an audit log that cannot be appended to.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -157,8 +156,7 @@ def same(now: tuple[Any, ...], before: tuple[Any, ...], changes: int) -> bool:
     (record, entries), (was, was_entries) = now, before
     return (entries == was_entries and record.next_seq == was.next_seq + changes
             and record.last_us > was.last_us
-            and dataclasses.replace(record, next_seq=0, last_us=0)
-            == dataclasses.replace(was, next_seq=0, last_us=0))
+            and record._replace(next_seq=0, last_us=0) == was._replace(next_seq=0, last_us=0))
 
 
 def code_of(fn: Callable[[], object]) -> ErrorCode:

@@ -30,14 +30,19 @@ transaction:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring as quote  # the escaping audit lines use
 from typing import Any
 
 from .audit import AuditLog, encode_lines, rolled_back_line
-from .backend import Backend, Row, Transaction
+from .audit_text import HEAD, line_text
+from .backend import Backend, Brief, Row, Transaction
 from .clock import Clock, format_time
 from .errors import ErrorCode, MemoryError
 from .model import Category, MemoryEntry, entry_id, stored_entry
+
+HEAD_FIELDS = frozenset(HEAD)
 
 
 def to_entry(row: Row, last_accessed_by: str | None = None) -> MemoryEntry:
@@ -58,6 +63,8 @@ class Change:
     #: The agent's change number (``None`` outside an agent's transaction).
     seq: int | None = None
     lines: list[dict[str, Any]] = field(default_factory=list)
+    #: Each line as JSON (``texts[i]`` encodes ``lines[i]``), made with it.
+    texts: list[str] = field(default_factory=list)
     error: MemoryError | None = None
     #: The entry under the call's key as stored when the transaction began
     #: (after the expiry purge), so the body need not read it again.
@@ -74,22 +81,65 @@ class Change:
 
     def line(self, action: str, key: str | None, category: Category | None, nbytes: int,
              actor: str | None = None, **extra: Any) -> dict[str, Any]:
-        entry = {
-            "ts": format_time(self.now_us),
-            "agent": self.agent_id,
-            "action": action,
-            "key": key,
-            "category": None if category is None else category.value,
-            "actor": actor if actor is not None else self.actor,
-            "bytes": nbytes,
-            "entryId": None if key is None or self.agent_id is None
-            else entry_id(self.agent_id, key),
-        }
+        """Record one audit line (and its JSON, made with it: see ``line_text``)."""
+        ts = format_time(self.now_us)
+        who = actor if actor is not None else self.actor
+        cat = None if category is None else category.value
+        eid = None if key is None or self.agent_id is None else entry_id(self.agent_id, key)
+        entry = {"ts": ts, "agent": self.agent_id, "action": action, "key": key,
+                 "category": cat, "actor": who, "bytes": nbytes, "entryId": eid}
+        if extra and not HEAD_FIELDS.isdisjoint(extra):
+            raise ValueError(f"an audit line's extra fields repeat {sorted(HEAD_FIELDS & set(extra))}")
         entry.update(extra)
         if self.seq is not None:
             entry["seq"] = self.seq
         self.lines.append(entry)
+        self.texts.append(line_text(ts, self.agent_id, action, key, cat, who, nbytes, eid, extra,
+                                    self.seq))
         return entry
+
+    def brief_lines(self, action: str, briefs: Sequence[Brief], actor: str | None = None,
+                    **shared: Any) -> None:
+        """One line per removed entry, exactly as ``line(action, b.key, b.category,
+        b.size, actor, createdBy=b.created_by, **shared)`` would record each.
+
+        What it saves: the fields all of them share (time, agent, action,
+        actor, ``shared``, seq) are formatted once instead of per line, so a
+        write that evicts 100 entries spends ~1 µs a line on its audit text
+        instead of ~4."""
+        if not briefs:
+            return
+        ts = format_time(self.now_us)
+        who = actor if actor is not None else self.actor
+        agent = self.agent_id
+        if agent is None or "createdBy" in shared or not HEAD_FIELDS.isdisjoint(shared):
+            for b in briefs:
+                self.line(action, b.key, b.category, b.size, actor, createdBy=b.created_by,
+                          **shared)
+            return
+        seq = self.seq
+        sample = line_text(ts, agent, action, "", "", who, 0, "", {"createdBy": "", **shared},
+                           seq)
+        # The texts differ only in key, category, bytes, entryId and createdBy.
+        head = sample[:sample.index(',"key":') + 7]
+        middle = sample[sample.index(',"actor":'):sample.index(',"bytes":') + 9]
+        tail = sample[sample.index(',"createdBy":""') + 15:]
+        lines, texts = self.lines, self.texts
+        for b in briefs:
+            key, category, size, created_by = b.key, b.category, b.size, b.created_by
+            eid = entry_id(agent, key)
+            if size.__class__ is not int or created_by.__class__ is not str:
+                self.line(action, key, category, size, actor, createdBy=created_by, **shared)
+                continue
+            entry = {"ts": ts, "agent": agent, "action": action, "key": key,
+                     "category": category.value, "actor": who, "bytes": size, "entryId": eid,
+                     "createdBy": created_by, **shared}
+            if seq is not None:
+                entry["seq"] = seq
+            lines.append(entry)
+            texts.append(head + quote(key) + ',"category":' + quote(category.value) + middle
+                         + int.__repr__(size) + ',"entryId":"' + eid + '","createdBy":'
+                         + quote(created_by) + tail)
 
     def refuse(self, error: MemoryError, operation: str, key: str | None,
                category: Category | None, nbytes: int = 0) -> None:
@@ -106,12 +156,10 @@ def log_change(backend: Backend, tx: Transaction, audit: AuditLog, agent_id: str
     here on a failure must be settled, so ``change.logged`` is set first."""
     if change is not None:
         change.logged = True
-    if backend.keeps_audit:
-        encoded = encode_lines(lines)
-        tx.log_lines(agent_id, seq, encoded)
-        audit.write(lines, encoded)
-    else:
-        audit.write(lines)
+    encoded = change.texts if change is not None and change.lines is lines \
+        else encode_lines(lines)
+    tx.log_lines(agent_id, seq, encoded)
+    audit.write(lines, encoded)
     if change is not None:
         change.appended = True
 

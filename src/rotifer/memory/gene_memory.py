@@ -204,9 +204,7 @@ class GeneMemory:
                     "(PREFERENCE entries are never removed to make room)"),
                     "write", key, cat, size)
                 return None
-            for v in victims:
-                change.line("evict", v.key, v.category, v.size, createdBy=v.created_by,
-                            forKey=key)
+            change.brief_lines("evict", victims, forKey=key)
             tx.delete(self.agent_id, [v.key for v in victims])
             used -= freed
 

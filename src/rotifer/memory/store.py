@@ -80,6 +80,7 @@ class MemoryStore:
 
     def close(self) -> None:
         self.backend.close()
+        self.audit.close()
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -211,9 +212,7 @@ class MemoryStore:
         expired = list(tx.iter_expired(record.agent_id, clock_now))
         if not expired:
             return record
-        for brief in expired:
-            change.line("expire", brief.key, brief.category, brief.size, actor="retention",
-                        createdBy=brief.created_by)
+        change.brief_lines("expire", expired, actor="retention")
         tx.delete(record.agent_id, [b.key for b in expired])
         change.used = record.used_bytes - sum(b.size for b in expired)
         return AgentRecord(record.agent_id, record.quota_bytes, record.data_policy, change.used,

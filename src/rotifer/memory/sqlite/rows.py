@@ -84,8 +84,7 @@ def make_row(r: tuple[Any, ...]) -> Row:
 
 def make_brief(r: tuple[Any, ...]) -> Brief:
     try:
-        return Brief(key=r[0], category=_CATEGORIES[r[1]], size=r[2], updated_us=r[3], seq=r[4],
-                     created_by=r[5])
+        return Brief(r[0], _CATEGORIES[r[1]], r[2], r[3], r[4], r[5])
     except _UNREADABLE as exc:
         raise damaged(f"an entry {r[0]!r}", exc) from None
 

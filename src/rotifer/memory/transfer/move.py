@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,7 +71,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
             now = change.now_us = max(source.clock.now_us(), held.last_us + 1)
             # The move is the source's change N; the destination's import is N + 1.
             change.seq = held.next_seq
-            record = dataclasses.replace(held, next_seq=held.next_seq + 1)
+            record = held._replace(next_seq=held.next_seq + 1)
             checker = ExportChecker(head_of(record, keep_cache, now, src),
                                     quota_bytes=quota_bytes)
             carried = (entry_record(row) for what, row in

@@ -10,7 +10,6 @@ checksum (:class:`~.document.EntrySet`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -201,8 +200,8 @@ def verify(tx: Transaction, record: AgentRecord, expected: EntrySet) -> None:
     agent_id = record.agent_id
     held = tx.get_agent(agent_id)
     # last_us is the time of the import itself, not part of what was exported.
-    if held is None or dataclasses.replace(held, last_us=0) != \
-            dataclasses.replace(record, last_us=0):
+    if held is None or held._replace(last_us=0) != \
+            record._replace(last_us=0):
         raise storage(f"verification failed: agent {agent_id!r}'s settings differ after copying")
     count, used = tx.count(agent_id), tx.sum_sizes(agent_id)
     if count != expected.count or used != record.used_bytes:
@@ -247,7 +246,7 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
             # it), timed after every entry it brings; the next change is the one after.
             change.seq = exported.next_seq
             now = change.now_us = max(store.clock.now_us(), latest + 1)
-            record = dataclasses.replace(exported, next_seq=exported.next_seq + 1, last_us=now)
+            record = exported._replace(next_seq=exported.next_seq + 1, last_us=now)
             tx.update_agent(agent_id, record.used_bytes, record.next_seq, record.last_us)
             verify(tx, record, checker.entries)
             head = line(now, agent_id, "import_agent", nbytes=record.used_bytes,
@@ -312,6 +311,6 @@ def verify_agent(store: MemoryStore, export: Mapping[str, Any], *,
     for n, rec in enumerate(doc.entries):
         checker.row(rec, n)
     record = checker.finish(doc.tail)
-    record = dataclasses.replace(record, next_seq=record.next_seq + 1)  # the import's own number
+    record = record._replace(next_seq=record.next_seq + 1)  # the import's own number
     with store.backend.long_running(), store.backend.read() as tx:
         verify(tx, record, checker.entries)
