@@ -103,7 +103,9 @@ class Agents:
 class Count:
     round_trips: float
     statements: float
-    sql: tuple[str, ...]  # the SQL the last counted call parsed, as labels
+    #: The SQL the last counted call parsed, as labels, one per round trip
+    #: (the statements of one round trip joined with ``;``).
+    sql: tuple[str, ...]
 
 
 def label(sql: str) -> str:
@@ -120,8 +122,16 @@ def _label(sql: str) -> str:
     if head == "SET":
         return " ".join(words[:3])
     tables = re.findall(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+(?!SET\b)(\w+)", sql, re.I)
-    text = f"{head} " + " JOIN ".join(dict.fromkeys(tables))
+    text = f"{head} {' JOIN '.join(dict.fromkeys(tables))}".rstrip()
     return text + (" FOR UPDATE" if "FOR UPDATE" in sql.upper() else "")
+
+
+def by_round_trip(texts: list[str], trips: list[int]) -> tuple[str, ...]:
+    """Labels of ``texts``, those sent in one round trip joined with ``;``."""
+    groups: dict[int, list[str]] = {}
+    for text, trip in zip(texts, trips, strict=True):
+        groups.setdefault(trip, []).append(label(text))
+    return tuple("; ".join(group) for group in groups.values())
 
 
 def count(agents: Agents, url: str, server_port: int, rotifer_dir: Path) -> dict[str, Count]:
@@ -143,7 +153,7 @@ def count(agents: Agents, url: str, server_port: int, rotifer_dir: Path) -> dict
                 op()
                 trips, stmts, _ = relay.snapshot()
                 with relay.lock:
-                    sql = tuple(label(t) for t in relay.texts[text0:])
+                    sql = by_round_trip(relay.texts[text0:], relay.trip_of[text0:])
                 counts[name] = Count((trips - trips0) / COUNTED, (stmts - stmts0) / COUNTED,
                                      sql)
             return counts
@@ -196,7 +206,7 @@ def run(root: Path, settings: Settings) -> str:
 def render(direct: dict[str, Count], pooled: dict[str, Count], lite: dict[str, float],
            pg: dict[str, float]) -> str:
     lines = ["| call | round trips (statements), direct | round trips (statements), "
-             "pooler=transaction | PostgreSQL | SQLite | ratio | statements (as parsed, pooler) |",
+             "pooler=transaction | PostgreSQL | SQLite | ratio | statements per round trip (as parsed, pooler) |",
              "|---|---:|---:|---:|---:|---:|---|"]
     for name in lite:
         d, p = direct.get(name), pooled.get(name)

@@ -37,6 +37,9 @@ class Relay:
         self.port: int = self.listener.getsockname()[1]
         self.messages: Counter[str] = Counter()
         self.texts: list[str] = []  # the SQL of every Parse and Query, in order
+        #: For each of ``texts``: the round trips sent before it, so texts with
+        #: the same number travelled in one round trip (a pipeline).
+        self.trip_of: list[int] = []
         self.lock = threading.Lock()
         self.sockets: list[socket.socket] = [self.listener]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -102,10 +105,13 @@ class Relay:
 
     def _count(self, kind: str, body: bytes) -> None:
         with self.lock:
+            trips = self.messages["Q"] + self.messages["S"]
             self.messages[kind] += 1
             if kind == "Q":
                 text = body.rstrip(b"\0").decode(errors="replace")
                 self.texts.append(text)
+                self.trip_of.append(trips)
                 self.messages["Q;"] += sum(1 for part in text.split(";") if part.strip())
             elif kind == "P":
                 self.texts.append(body.split(b"\0")[1].decode(errors="replace"))
+                self.trip_of.append(trips)

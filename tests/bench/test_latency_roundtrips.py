@@ -71,6 +71,24 @@ def test_relay_counts_round_trips_and_statements(server: pgserver.Server) -> Non
     assert relay.texts[-1] == "SELECT 1; SELECT 2"
 
 
+def test_relay_counts_a_pipeline_as_one_round_trip(server: pgserver.Server) -> None:
+    relay = Relay(server.port)
+    try:
+        url = server.url("postgres").replace(f":{server.port}/", f":{relay.port}/")
+        with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
+            before = relay.snapshot()
+            with conn.pipeline():
+                for n in range(3):
+                    conn.execute("SELECT %s::int", (n,))
+            conn.execute("SELECT 4")
+            after = relay.snapshot()
+    finally:
+        relay.close()
+    assert (after[0] - before[0], after[1] - before[1]) == (2, 4)
+    texts, trips = relay.texts[before[2]:], relay.trip_of[before[2]:]
+    assert roundtrips.by_round_trip(texts, trips) == ("SELECT; SELECT; SELECT", "SELECT")
+
+
 def test_statement_labels() -> None:
     assert roundtrips.label("SELECT 1 FROM memory_agents WHERE agent_id = $1 FOR UPDATE") \
         == "SELECT memory_agents FOR UPDATE"
@@ -95,15 +113,27 @@ def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
         trips[name] = float(r[1].split()[0])
         assert re.fullmatch(TIME, r[3]) and re.fullmatch(TIME, r[4])
         assert "`" in r[6]
-    # A read that changes nothing is one lookup; any change is a transaction.
-    assert trips["read_memory, unchanged"] == 1
-    # So is a delete that finds nothing (issue 16: it writes nothing).
-    assert trips["delete_memory, missing key"] == 1
-    # BEGIN and the agent's row lock travel together: one round trip, two statements.
-    for name in ("write_memory, update", "delete_memory", "read_memory, changes lastAccessedBy"):
-        rt, st = (float(x) for x in re.findall(r"[0-9.]+", body[name][1]))
-        assert rt == st - 1, (name, rt, st)
-    assert trips["write_memory, update"] > trips["read_memory, unchanged"]
+    pooled = {name: float(r[2].split()[0]) for name, r in body.items()}
+    # Issue 16: BEGIN, the agent's lock and the lookup share one round trip; the
+    # row change, counters and audit rows go out with COMMIT (the second); a
+    # read that only notes its reader is a lookup and one conditional UPDATE; a
+    # read that changes nothing and a delete of a missing key are one lookup; a
+    # query answered by its first page is the expiry check and that one statement.
+    assert trips == pooled == {
+        "write_memory, new key": 2,
+        "write_memory, update": 2,
+        "read_memory, unchanged": 1,
+        "read_memory, changes lastAccessedBy": 2,
+        "query_memory, 100 entries": 2,
+        "delete_memory": 3,
+        "delete_memory, missing key": 1,
+        "write_memory, evicts 1": 3,
+    }
+    # The lock and the lookup travel with BEGIN; the writes wait for COMMIT.
+    assert body["write_memory, update"][6] == (
+        "`BEGIN; SET LOCAL statement_timeout; SET LOCAL lock_timeout; "
+        "SELECT memory_agents FOR UPDATE; SELECT memory_entries JOIN memory_agents`, "
+        "`INSERT memory_entries; UPDATE memory_agents; INSERT memory_audit; COMMIT`")
 
 
 def test_named_blocks_leave_the_main_table_alone(tmp_path: Path) -> None:

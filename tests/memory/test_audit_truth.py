@@ -61,7 +61,8 @@ def test_time_is_taken_while_the_change_holds_the_agent(
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with other.backend.write("agent"):
+        with other.backend.write("agent") as tx:
+            tx.get_agent("agent")  # a transaction holds the agent from its first statement
             holding.set()
             release.wait(10)
             clock.advance(seconds=30)  # time passes while the lock is held

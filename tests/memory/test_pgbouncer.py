@@ -83,6 +83,8 @@ def test_settings_hold_per_transaction_whatever_the_server_session_has(
         other.execute("SET search_path = pg_catalog")
     for _ in range(3):
         with backend.write("a") as tx:
+            tx.get_agent("a")  # the transaction begins with its first statement
+            assert tx.conn is not None
             got = tx.conn.execute("SELECT current_setting('lock_timeout'), "
                                   "current_setting('statement_timeout'), current_schema()"
                                   ).fetchone()

@@ -120,13 +120,20 @@ def test_a_busy_agent_times_out_as_a_storage_error(pg_fresh_url: str) -> None:
     with holder.write("a") as tx:
         tx.insert_agent(AgentRecord("a", 100, DataPolicy(), 0, 1))
     for agent_id in ("a", "not-yet-created"):  # row lock, then advisory lock
-        with holder.write(agent_id):
+        # A write transaction holds the agent from its first statement on.
+        with holder.write(agent_id) as tx:
+            tx.get_agent(agent_id)
             started = time.monotonic()
-            err = storage_error(lambda agent_id=agent_id: waiter.write(agent_id).__enter__())
+            err = storage_error(lambda agent_id=agent_id: _first_statement(waiter, agent_id))
             assert time.monotonic() - started < 10
             assert "lock" in str(err).lower()
     with waiter.write("a") as tx:  # and it is usable again afterwards
         assert tx.get_agent("a") is not None
+
+
+def _first_statement(backend: PostgresBackend, agent_id: str) -> None:
+    with backend.write(agent_id) as tx:
+        tx.get_agent(agent_id)
 
 
 def test_a_lock_timeout_in_the_url_wins(pg_fresh_url: str) -> None:

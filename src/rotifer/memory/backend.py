@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
+from .clock import Clock
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
 
 # -- SQL shared by the SQLite and PostgreSQL backends ------------------------------
@@ -38,6 +39,10 @@ AGENT_COLUMNS = (
     "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq, "
     "last_us"
 )
+#: How many rows ``iter_newest`` fetches with its first statement (both backends
+#: page by 256): a query whose answer lies within them needs no snapshot beyond
+#: that one statement, so it runs outside a transaction (gene_memory.query_memory).
+NEWEST_PAGE = 256
 #: Where the entry's columns start in a :func:`lookup_sql` result row.
 LOOKUP_ROW_AT = len(AGENT_COLUMNS.split(", ")) + 1
 
@@ -206,6 +211,17 @@ class Transaction(Protocol):
         """Set lastAccessedBy and nothing else."""
         ...
 
+    def touch_if(self, agent_id: str, key: str, gene_id: str, seq: int, now_us: int) -> bool:
+        """Outside a transaction (``peek``), one statement: set lastAccessedBy of
+        ``key`` only if it is still the entry written by change ``seq`` and has
+        not expired by ``now_us`` (and, on PostgreSQL, once no change holds the
+        agent).  True if it was set; False means "look again, in a change".
+
+        The one write ``peek`` allows: a read takes no change number and writes
+        no audit line, so noting its reader needs neither the agent's lock nor
+        a transaction of its own."""
+        ...
+
     def delete(self, agent_id: str, keys: list[str]) -> None: ...
 
     def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]: ...
@@ -246,6 +262,26 @@ class Transaction(Protocol):
         ...
 
 
+def lookup_holding(tx: Transaction, agent_id: str, key: str | None, clock: Clock
+                   ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
+    """What a change starts from: ``tx.lookup`` at a time read from ``clock``
+    while the transaction holds the agent, and that time.
+
+    A backend whose write transaction holds the agent from its start (SQLite)
+    reads the clock and looks up.  One that takes the agent's lock with its
+    first statement (PostgreSQL) sends the lock and a clock-free lookup together
+    and reads the clock when they are back -- so the time is still taken with
+    the agent held, never before waiting for it.  (``getattr``, not an
+    ``isinstance`` of a runtime protocol: this runs on every change.)"""
+    holding = getattr(tx, "lookup_holding", None)
+    if holding is not None:
+        found: tuple[tuple[AgentRecord, bool, Row | None] | None, int] = holding(
+            agent_id, key, clock)
+        return found
+    now = clock.now_us()
+    return tx.lookup(agent_id, key, now), now
+
+
 class Backend(Protocol):
     """A storage backend: SQLite (embedded) or PostgreSQL (scale-out)."""
 
@@ -267,7 +303,9 @@ class Backend(Protocol):
         ...
 
     def write(self, agent_id: str | None) -> AbstractContextManager[Transaction]:
-        """A read-write transaction holding ``agent_id`` exclusively.
+        """A read-write transaction holding ``agent_id`` exclusively (SQLite from
+        the start; PostgreSQL from its first statement, which travels with the
+        lock -- see :func:`lookup_holding`).
 
         Commits when the block exits normally, rolls back on an exception.
         Backend failures surface as MEMORY_STORAGE_ERROR.

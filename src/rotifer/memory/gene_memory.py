@@ -12,10 +12,10 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .backend import AgentRecord, Brief, Row, Transaction
+from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
 from .changes import Change, to_entry
 from .errors import ErrorCode, MemoryError, denied, invalid
-from .filters import MemoryFilter
+from .filters import MemoryFilter, ParsedFilter
 from .model import (
     DEFAULT_ACCESS_POLICY,
     EVICTION_ORDER,
@@ -110,6 +110,12 @@ class GeneMemory:
                 return None  # pragma: no cover - _read_in refuses
             if row.last_accessed_by == actor.gene_id:
                 return to_entry(row)  # nothing changes, so nothing is written
+            # Only lastAccessedBy changes: no change number, no audit line, so no
+            # lock and no transaction -- one statement that applies only if the
+            # entry is still the one looked up (else the full way, below).
+            with store.backend.peek() as tx:
+                if tx.touch_if(self.agent_id, key, actor.gene_id, row.seq, now):
+                    return to_entry(row, actor.gene_id)
         return store.change(self.agent_id, actor.gene_id,
                             lambda tx, rec, ch: self._read_in(tx, ch, key, wanted, actor), key)
 
@@ -227,18 +233,28 @@ class GeneMemory:
         store = self.store
         store.purge_expired(self.agent_id)
         now = store.clock.now_us()
+        # Usually the first page answers: it is one statement, so one snapshot,
+        # and needs no transaction (PostgreSQL: no BEGIN and COMMIT round trips).
+        with store.backend.peek() as tx:
+            found = self._collect(tx, wanted, actor, now, NEWEST_PAGE)
+        if found is None:  # more pages: all of them from one snapshot
+            with store.backend.read() as tx:
+                found = self._collect(tx, wanted, actor, now, None)
+        assert found is not None  # without a page bound it always answers
+        return found
+
+    def _collect(self, tx: Transaction, wanted: ParsedFilter, actor: Actor, now: int,
+                 most: int | None) -> list[MemoryEntry] | None:
+        """The query's answer from ``tx``; ``None`` if it needs more than the
+        first ``most`` rows (and so more than the one statement of the first page)."""
         found: list[MemoryEntry] = []
         total = 0
-        with store.backend.read() as tx:
-            rows: Iterator[Row] = tx.iter_newest(
-                self.agent_id, category=wanted.category, key_prefix=wanted.key_prefix,
-                since_us=wanted.since_us, until_us=wanted.until_us)
-            for row in rows:
-                if row.expires_us is not None and row.expires_us <= now:
-                    continue
-                if not scope_allows(row.access.read_scope, actor, row.created_by,
-                                    row.creator_domain):
-                    continue
+        rows: Iterator[Row] = tx.iter_newest(
+            self.agent_id, category=wanted.category, key_prefix=wanted.key_prefix,
+            since_us=wanted.since_us, until_us=wanted.until_us)
+        for scanned, row in enumerate(rows, 1):
+            if (row.expires_us is None or row.expires_us > now) and scope_allows(
+                    row.access.read_scope, actor, row.created_by, row.creator_domain):
                 total += row.size
                 if total > MAX_QUERY_BYTES:
                     raise invalid(
@@ -246,7 +262,9 @@ class GeneMemory:
                         "narrow the filter")
                 found.append(to_entry(row))
                 if len(found) >= wanted.limit:
-                    break
+                    return found
+            if scanned == most:
+                return None  # the page is used up and more rows may follow
         return found
 
     # -- delete -----------------------------------------------------------------

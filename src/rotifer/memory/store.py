@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .audit import DEPLOYER, AuditLog
-from .backend import AgentRecord, Backend, Transaction
+from .backend import AgentRecord, Backend, Transaction, lookup_holding
 from .changes import Change, log_change, settle, to_entry
 from .clock import Clock, SystemClock
 from .deployer_memory import DeniedMemory, DeployerMemory
@@ -178,11 +178,10 @@ class MemoryStore:
         change = Change(agent_id, 0, actor)
         try:
             with self.backend.write(agent_id) as tx:
-                # The clock is read only now, holding the agent (see changes.py).
+                # The clock is read only holding the agent (see changes.py).
                 # What has expired is judged by the clock, as reads and queries do;
                 # the change's own time may be a little later (never earlier).
-                clock_now = self.clock.now_us()
-                opened = tx.lookup(agent_id, key, clock_now)
+                opened, clock_now = lookup_holding(tx, agent_id, key, self.clock)
                 if opened is None:
                     raise storage(f"agent {agent_id!r} has no memory in this store")
                 record, stale, row = opened

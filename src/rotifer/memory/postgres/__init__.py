@@ -15,10 +15,12 @@ it, so two writers on one agent must never overlap.  We use **row locks at
 READ COMMITTED**, not SERIALIZABLE with retries:
 
 * ``write(agent_id)`` begins a READ COMMITTED transaction and takes the agent's
-  row with ``SELECT ... FOR UPDATE``.  A second writer on the same agent waits
-  on that lock; once it has it, each of its statements takes a fresh snapshot
-  and sees everything the first one committed.  Writers on different agents
-  never wait for each other.
+  row with ``SELECT ... FOR UPDATE`` -- with its first statement, in one
+  pipeline with it (:mod:`.transaction`).  A second writer on the same agent
+  waits on that lock; once it has it, each of its statements (that first one
+  included: it comes after the lock) takes a fresh snapshot and sees
+  everything the first one committed.  Writers on different agents never wait
+  for each other.
 * A row lock cannot lock a row that does not exist yet (``create_agent``, or
   importing an agent).  When the agent row is missing, the transaction takes a
   transaction-scoped advisory lock keyed by (schema, agent id) and looks for
@@ -37,9 +39,10 @@ READ COMMITTED**, not SERIALIZABLE with retries:
   of a keyset-paginated query, with no locks.
 
 Retries: serialization/deadlock failures and a connection found dead are
-retried a bounded number of times, but only while beginning a transaction and
-taking the lock -- before the caller's body has run, so a retry never repeats
-an audit line.  A failure later in the transaction rolls back and surfaces as
+retried a bounded number of times, but only in the round trip that begins a
+transaction, takes the lock and runs the first statement (always a read) --
+before the caller's body has decided anything, so a retry never repeats an
+audit line.  A failure later in the transaction rolls back and surfaces as
 MEMORY_STORAGE_ERROR.  ``lock_timeout`` bounds the wait for a busy agent (like
 SQLite's busy timeout).
 

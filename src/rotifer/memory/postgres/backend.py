@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 import psycopg
-from psycopg import sql
 
 from ..errors import MemoryError, storage
 from . import schema
 from .connection import BEGIN_ATTEMPTS, MAX_IDLE, Connection, Connections, retryable
+from .rows import storable
 from .settings import LOCK_TIMEOUT_MS, first_line
-from .transaction import LOCK_AGENT_SQL, PostgresTransaction, storable
+from .transaction import LOCK_AGENT_SQL, Cursor, PostgresTransaction, Statement, pipelined
 from .watchdog import WATCHDOG
 
 
@@ -46,8 +46,8 @@ class PostgresBackend:
         self._closed = False
         self._long = threading.local()  # .on: see long_running()
         # In transaction pooling every setting is SET LOCAL, sent with the BEGIN.
-        self._local = "" if self.settings.session_state \
-            else "; " + self.settings.settings_sql("LOCAL ")
+        self._local: list[Statement] = [] if self.settings.session_state else [
+            (s, None) for s in self.settings.settings_statements("LOCAL ")]
         # A point read outside a transaction cannot carry SET LOCAL search_path.
         self._peek_in_transaction = not self.settings.session_state \
             and self.settings.schema is not None
@@ -85,7 +85,7 @@ class PostgresBackend:
             raise
         try:
             if self._local:
-                conn.execute("BEGIN" + self._local)
+                pipelined(conn, [("BEGIN", None), *self._local])
             found = schema.check(conn, self.location)
             if found is not None and found[1] == schema.SCHEMA_VERSION:
                 self.schema = found[0]
@@ -94,7 +94,7 @@ class PostgresBackend:
             else:
                 if self._local:
                     conn.execute("ROLLBACK")
-                conn.execute("BEGIN" + self._local)
+                pipelined(conn, [("BEGIN", None), *self._local])
                 name = found[0] if found else schema.environment(conn, self.location)
                 schema.upgrade(conn, name, self.location)
                 conn.execute("COMMIT")
@@ -114,33 +114,44 @@ class PostgresBackend:
         """A signed 64-bit advisory lock key for (schema, agent id)."""
         return schema.advisory_key(self.schema, agent_id)
 
-    def _begin_locked(self, conn: Connection, statement: str, agent_id: str) -> None:
-        """BEGIN and the agent's row lock in one simple query: one round trip,
-        not two.  The agent id goes in as a literal quoted by psycopg for this
-        connection (a simple query carries no parameters, and is never prepared, so
-        this works behind a transaction-mode pooler too)."""
-        literal = sql.Literal(agent_id).as_string(conn)
-        cur = conn.execute(statement + self._local + "; "
-                           + LOCK_AGENT_SQL.replace("%s", literal))
-        while cur.nextset():
-            pass  # to the lock's result, the last
-        if cur.fetchone() is not None:
-            return
-        # No row to lock yet: queue with everyone else who found none, then look again.
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(agent_id),))
-        conn.execute(LOCK_AGENT_SQL, (agent_id,)).fetchone()
+    def _open_on(self, conn: Connection, statement: str, agent_id: str | None,
+                 first: Statement | None) -> tuple[str | None, Cursor | None]:
+        """BEGIN, this deployment's ``SET LOCAL``s, the agent's row lock and
+        ``first``, in one pipeline: one round trip.  ``first`` runs after the
+        lock was granted, in a snapshot of its own (READ COMMITTED), so it sees
+        everything the agent's previous holder committed."""
+        lock = agent_id is not None and storable(agent_id)
+        statements: list[Statement] = [(statement, None), *self._local]
+        if lock:
+            statements.append((LOCK_AGENT_SQL, (agent_id,)))
+        if first is not None:
+            statements.append(first)
+        cursors = pipelined(conn, statements)
+        cur = cursors[-1] if first is not None else None
+        if not lock:
+            return None, cur
+        assert agent_id is not None
+        if cursors[len(statements) - 1 - (first is not None)].fetchone() is not None:
+            return agent_id, cur
+        # No row to lock yet: queue with everyone else who found none, then look
+        # again (and run ``first`` again) -- one more round trip.
+        again = pipelined(conn, [
+            ("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(agent_id),)),
+            (LOCK_AGENT_SQL, (agent_id,)), *([first] if first is not None else [])])
+        found = again[1].fetchone() is not None
+        return (agent_id if found else None), (again[2] if first is not None else None)
 
-    def _begin(self, statement: str, agent_id: str | None) -> Connection:
-        """Begin a transaction (and lock the agent), retrying what is safe to retry."""
-        deadline = self._deadline()
+    def _begin(self, statement: str, agent_id: str | None, deadline: float | None = None,
+               first: Statement | None = None
+               ) -> tuple[Connection, str | None, Cursor | None]:
+        """Begin a transaction, lock the agent and run ``first``, retrying what is
+        safe to retry (nothing has been written yet)."""
+        if deadline is None:
+            deadline = self._deadline()
         for attempt in range(BEGIN_ATTEMPTS):
             conn = self.connections.take(deadline)
             try:
-                if agent_id is not None and storable(agent_id):
-                    self._begin_locked(conn, statement, agent_id)
-                else:
-                    conn.execute(statement + self._local)
-                return conn
+                return (conn, *self._open_on(conn, statement, agent_id, first))
             except psycopg.Error as exc:
                 again = retryable(exc, conn) and attempt + 1 < BEGIN_ATTEMPTS
                 error = self._failed(conn, exc, "memory store failed")
@@ -182,11 +193,23 @@ class PostgresBackend:
     @contextmanager
     def _transaction(self, statement: str, agent_id: str | None
                      ) -> Iterator[PostgresTransaction]:
-        conn = self._begin(statement, agent_id)
-        watch = self._watch(conn)
+        """A transaction that begins with its first statement (see :mod:`.transaction`),
+        or at once and statement by statement inside :meth:`long_running`."""
+        if getattr(self._long, "on", False):
+            conn = self._begin(statement, agent_id)[0]
+            tx = PostgresTransaction(conn, self._watch(conn))
+        else:
+            deadline = self._deadline()
+            tx = PostgresTransaction(None, opener=lambda first: self._begin(
+                statement, agent_id, deadline, first))
+        watch = tx.watch
         try:
-            yield PostgresTransaction(conn, watch)
+            yield tx
         except BaseException as exc:
+            tx.discard_queued()
+            if tx.conn is None:
+                raise  # never begun: nothing to end
+            conn = tx.conn
             if watch is not None:
                 watch[0]()  # the rollback is bounded too
             if isinstance(exc, psycopg.Error | UnicodeEncodeError):
@@ -195,10 +218,13 @@ class PostgresBackend:
             if self.connections.give_back(conn) and isinstance(exc, MemoryError):
                 raise self.connections.timed_out() from exc
             raise
+        if tx.conn is None:
+            return  # nothing was asked: nothing began
+        conn = tx.conn
         if watch is not None:
             watch[0]()
         try:
-            conn.execute("COMMIT")
+            tx.commit()  # with the writes still queued: one round trip
         except psycopg.Error as exc:
             raise self._failed(conn, exc, "memory store failed to commit") from exc
         except BaseException:
@@ -229,10 +255,12 @@ class PostgresBackend:
     def peek(self) -> Iterator[PostgresTransaction]:
         """Autocommit statements, each atomic on its own: the cheapest point read.
 
-        (Through a transaction-mode pooler with ``rotifer_schema``, a read-only
+        (Through a transaction-mode pooler with ``rotifer_schema``, a short
         transaction instead: the search path can only be set inside one.)"""
         if self._peek_in_transaction:
-            with self.read() as tx:
+            # Not READ ONLY: a reader's ``touch_if`` writes.  One statement is one
+            # snapshot at READ COMMITTED too.
+            with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED", None) as tx:
                 yield tx
             return
         conn = self.connections.take(self._deadline(), ping=True)

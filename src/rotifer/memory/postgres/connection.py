@@ -223,8 +223,10 @@ class Connections:
 
     def give_back(self, conn: Connection) -> bool:
         """Return ``conn`` to the pool (or close it); True when the watchdog had cut it off."""
+        # A pipeline an interrupt left open (results never collected) is not reusable.
         healthy = (not conn.closed and not conn.broken
-                   and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+                   and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+                   and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF)
         if not healthy:
             return self.discard(conn)
         fired = WATCHDOG.disarm(conn)
@@ -238,6 +240,10 @@ class Connections:
 
     def rollback(self, conn: Connection) -> None:
         if conn.closed or conn.broken:
+            return
+        if conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+            with suppress(Exception):  # left mid-pipeline by an interrupt: state unknown
+                conn.close()
             return
         try:
             conn.execute("ROLLBACK")

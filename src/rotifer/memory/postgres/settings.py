@@ -123,14 +123,18 @@ class Settings:
         return max(1, int(self.timeout_s * 1000))
 
     def settings_sql(self, scope: str) -> str:
-        """``SET`` (scope ``""``) or ``SET LOCAL`` statements for our settings."""
+        """``SET`` (scope ``""``) or ``SET LOCAL`` statements for our settings, as one text."""
+        return "; ".join(self.settings_statements(scope))
+
+    def settings_statements(self, scope: str) -> list[str]:
+        """``SET`` (scope ``""``) or ``SET LOCAL`` statements for our settings, one each."""
         parts = [f"SET {scope}statement_timeout = {self.statement_timeout_ms}"]
         if self.lock_timeout_ms is not None:
             parts.append(f"SET {scope}lock_timeout = "
                          f"{min(self.lock_timeout_ms, self.statement_timeout_ms)}")
         if self.schema is not None:
             parts.append(f"SET {scope}search_path = {quote_ident(self.schema)}")
-        return "; ".join(parts)
+        return parts
 
 
 def quote_ident(name: str) -> str:

@@ -1,23 +1,42 @@
-"""The SQL of each backend operation, over one connection in a transaction.
+"""The SQL of each backend operation, over one connection in a transaction,
+and when each statement goes out.
 
-Nothing here opens, retries or times out anything: :mod:`.backend` hands a
-:class:`PostgresTransaction` a connection that is already in the right
-transaction with the agent locked, and ends that transaction afterwards.
+Round trips, not statements, are what a memory call pays for (a write was six
+of them).  So a transaction here sends as little as it can on its own:
+
+* **It begins with its first statement.**  ``BEGIN``, the ``SET LOCAL``s a
+  transaction-mode pooler needs, the agent's row lock and that first statement
+  go out together as one pipeline (psycopg's pipeline mode: each a statement of
+  its own, with binary parameters and results, prepared where allowed) and
+  cost one round trip.  Each statement after the lock takes a fresh snapshot
+  (READ COMMITTED), so what the lookup returns is what the agent's last
+  committer left -- never a row read before the lock wait ended.  Opening,
+  and retrying that first round trip, is the backend's :class:`Opener`.
+* **Writes whose result the rules do not read wait**: the entry's upsert,
+  deletes, ``lastAccessedBy``, the counter update and the audit rows are
+  queued and go out with the next statement that needs an answer, or with
+  ``COMMIT`` -- after the store appended the change's audit lines to the log,
+  so the log is still written ahead of the commit.  Any of them failing fails
+  the whole pipeline: the transaction is rolled back, nothing is half written,
+  and the store settles the change (``rolled_back``) as for a failed commit.
+  Only a transaction that holds the agent's row lock defers (then the counter
+  update cannot miss its row), and a long-running one (a move, an import)
+  never does: its statements go out one by one, each bounded.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final, Protocol
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from ..backend import (
     AGENT_COLUMNS,
     BRIEF_COLUMNS,
     LOOKUP_ROW_AT,
+    NEWEST_PAGE,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
@@ -26,108 +45,165 @@ from ..backend import (
     newest_sql,
     put_sql,
 )
-from ..errors import MemoryError, damaged, storage
-from ..model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
+from ..clock import Clock
+from ..errors import storage
+from ..model import Category
+from .rows import make_agent, make_brief, make_row, row_params, storable
 
 Connection = psycopg.Connection[tuple[Any, ...]]
+Cursor = psycopg.Cursor[tuple[Any, ...]]
+Params = tuple[Any, ...] | None
+Statement = tuple[str, Params]
 
-BATCH: Final = 256
+BATCH: Final = NEWEST_PAGE  # a page of iter_newest; the first one answers most queries
 #: The first page of the cleanup and expiry scans (they double from there).
 FIRST_PAGE: Final = 16
+#: Deferred statements kept at most; more are sent (one round trip) first.
+MAX_QUEUED: Final = 32
 
 PUT_SQL: Final = put_sql("%s")
 LOOKUP_SQL: Final = lookup_sql("%s")
 LOCK_AGENT_SQL: Final = "SELECT 1 FROM memory_agents WHERE agent_id = %s FOR UPDATE"
+#: :data:`LOOKUP_SQL` without the clock: the agent's earliest expiry instead of
+#: "has anything expired by now?", so it can travel with the lock and the clock
+#: be read once the lock is held (the partial expiry index answers it).
+#: Parameters: key, agent id.
+LOOKUP_AT_LOCK_SQL: Final = (
+    "SELECT " + ", ".join(f"a.{c}" for c in AGENT_COLUMNS.split(", "))
+    + ", (SELECT min(x.expires_us) FROM memory_entries x WHERE x.agent_id = a.agent_id "
+    "AND x.expires_us IS NOT NULL), "
+    + ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
+    + " FROM memory_agents a LEFT JOIN memory_entries e ON e.agent_id = a.agent_id "
+    "AND e.key = %s WHERE a.agent_id = %s")
+#: Note a reader in lastAccessedBy, outside any transaction, only if the entry
+#: is still the one the reader looked up (same change number, not expired by
+#: the reader's time) and after any change holding the agent has ended (the
+#: agent's row in KEY SHARE: it waits for a ``FOR UPDATE`` holder, as a change
+#: would, and finds no row once the agent is gone).
+#: Parameters: gene, agent, key, seq, now, agent.
+TOUCH_IF_SQL: Final = (
+    "UPDATE memory_entries SET last_accessed_by = %s WHERE agent_id = %s AND key = %s "
+    "AND seq = %s AND (expires_us IS NULL OR expires_us > %s) "
+    "AND EXISTS (SELECT 1 FROM memory_agents WHERE agent_id = %s FOR KEY SHARE)")
 
 
-def storable(text: str) -> bool:
-    """Can ``text`` be stored in a PostgreSQL text column at all?
+def pipelined(conn: Connection, statements: Sequence[Statement]) -> list[Cursor]:
+    """Send ``statements`` in order and wait once: one round trip (one ``Sync``).
 
-    Keys and agent ids never contain NUL or lone surrogates (the store refuses
-    them), so a lookup with one simply finds nothing -- as it does on SQLite --
-    instead of failing to encode.
-    """
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    The first that fails raises (psycopg skips the rest, the server too), and
+    an open transaction is then aborted: nothing after the failure ran."""
+    if len(statements) == 1:
+        sql, params = statements[0]
+        return [conn.execute(sql, params, binary=True)]
+    with conn.pipeline():
+        return [conn.execute(sql, params, binary=True) for sql, params in statements]
 
 
-def _retention_param(policy: RetentionPolicy | None) -> Jsonb | None:
-    return None if policy is None else Jsonb(policy.to_json())
+class Opener(Protocol):
+    """How a lazily begun transaction gets its connection (see :mod:`.backend`):
+    begin, lock the agent if any, then run ``first`` (if given) -- one round
+    trip, retried while that is safe.  Returns the connection, the agent whose
+    row is now locked (``None``: no agent, or it has no row), and ``first``'s
+    cursor."""
 
-
-def row_params(row: Row) -> tuple[Any, ...]:
-    return (
-        row.agent_id, row.key, row.category.value, row.value, row.size, row.created_by,
-        row.creator_domain, row.last_accessed_by, row.created_us, row.updated_us,
-        row.access.read_scope.value, row.access.write_scope.value, row.access.share_policy.value,
-        _retention_param(row.retention), row.expires_us, row.seq,
-    )
-
-
-def make_row(r: tuple[Any, ...]) -> Row:
-    try:
-        return Row(
-            agent_id=r[0], key=r[1], category=Category(r[2]), value=bytes(r[3]),
-            created_by=r[4], creator_domain=r[5], last_accessed_by=r[6], created_us=r[7],
-            updated_us=r[8], access=AccessPolicy(Scope(r[9]), Scope(r[10]), SharePolicy(r[11])),
-            retention=None if r[12] is None else RetentionPolicy.parse(r[12]),
-            expires_us=r[13], seq=r[14],
-        )
-    except (ValueError, TypeError, MemoryError) as exc:  # e.g. a retention edited by hand
-        raise damaged(f"an entry {r[1]!r}", exc) from None
-
-
-def make_brief(r: tuple[Any, ...]) -> Brief:
-    return Brief(key=r[0], category=Category(r[1]), size=r[2], updated_us=r[3], seq=r[4],
-                 created_by=r[5])
-
-
-def make_agent(r: tuple[Any, ...]) -> AgentRecord:
-    return AgentRecord(r[0], r[1], DataPolicy(r[2], bool(r[3])), r[4], r[5], r[6])
+    def __call__(self, first: Statement | None
+                 ) -> tuple[Connection, str | None, Cursor | None]: ...
 
 
 class PostgresTransaction:
-    """:class:`~rotifer.memory.backend.Transaction` over one psycopg connection."""
+    """:class:`~rotifer.memory.backend.Transaction` over one psycopg connection.
 
-    __slots__ = ("_watch", "conn")
+    ``conn`` is ``None`` until the first statement (then ``opener`` begins the
+    transaction with it); ``locked`` names the agent whose row this
+    transaction holds, once it holds it."""
 
-    def __init__(self, conn: Connection,
-                 watch: tuple[Callable[[], None], Callable[[], None]] | None = None) -> None:
+    __slots__ = ("_opener", "_queue", "_watch", "conn", "locked")
+
+    def __init__(self, conn: Connection | None,
+                 watch: tuple[Callable[[], None], Callable[[], None]] | None = None,
+                 opener: Opener | None = None) -> None:
         self.conn = conn
         #: For a long-running transaction: (start, stop) watching one statement.
         self._watch = watch
+        self._opener = opener
+        self._queue: list[Statement] = []
+        self.locked: str | None = None
+
+    @property
+    def watch(self) -> tuple[Callable[[], None], Callable[[], None]] | None:
+        return self._watch
+
+    def _open(self, first: Statement | None) -> Cursor | None:
+        assert self._opener is not None, "a transaction without a connection needs an opener"
+        self.conn, self.locked, cur = self._opener(first)
+        return cur
+
+    def _send(self, sql: str, params: Params, *, read: bool = True) -> Cursor:
+        """Run one statement whose result is needed, after whatever is queued,
+        in one round trip (beginning the transaction with it if need be: only a
+        read, which the opener may run again after waiting for a new agent)."""
+        if self.conn is None:
+            cur = self._open((sql, params) if read else None)
+            if cur is not None:
+                return cur
+            assert self.conn is not None
+        if not self._queue:
+            return self.conn.execute(sql, params, binary=True)
+        queue, self._queue = self._queue, []
+        return pipelined(self.conn, [*queue, (sql, params)])[-1]
 
     def _all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         if self._watch is None:
-            return self.conn.execute(sql, params, binary=True).fetchall()
+            return self._send(sql, params).fetchall()
         self._watch[0]()
         try:
-            return self.conn.execute(sql, params, binary=True).fetchall()
+            return self._send(sql, params).fetchall()
         finally:
             self._watch[1]()
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         if self._watch is None:
-            return self.conn.execute(sql, params, binary=True).fetchone()
+            return self._send(sql, params).fetchone()
         self._watch[0]()
         try:
-            return self.conn.execute(sql, params, binary=True).fetchone()
+            return self._send(sql, params).fetchone()
         finally:
             self._watch[1]()
 
     def _run(self, sql: str, params: tuple[Any, ...]) -> int:
         if self._watch is None:
-            return self.conn.execute(sql, params).rowcount
+            return self._send(sql, params, read=False).rowcount
         self._watch[0]()
         try:
-            return self.conn.execute(sql, params).rowcount
+            return self._send(sql, params, read=False).rowcount
         finally:
             self._watch[1]()
+
+    def _later(self, agent_id: str, sql: str, params: tuple[Any, ...]) -> None:
+        """A write on ``agent_id`` whose outcome nothing reads: queued while this
+        transaction holds that agent, else run now."""
+        if self.locked != agent_id or self._watch is not None:
+            self._run(sql, params)
+            return
+        if len(self._queue) >= MAX_QUEUED:
+            self.flush()
+        self._queue.append((sql, params))
+
+    def flush(self) -> None:
+        """Send what is queued (one round trip)."""
+        if self._queue and self.conn is not None:
+            queue, self._queue = self._queue, []
+            pipelined(self.conn, queue)
+
+    def commit(self) -> None:
+        """Send what is queued and ``COMMIT``, in one round trip."""
+        assert self.conn is not None
+        queue, self._queue = self._queue, []
+        pipelined(self.conn, [*queue, ("COMMIT", None)])
+
+    def discard_queued(self) -> None:
+        """Forget what is queued (the transaction is being rolled back)."""
+        self._queue = []
 
     # -- agents ---------------------------------------------------------------
 
@@ -151,14 +227,18 @@ class PostgresTransaction:
 
     def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int
                      ) -> None:
-        n = self._run("UPDATE memory_agents SET used_bytes = %s, next_seq = %s, last_us = %s "
-                      "WHERE agent_id = %s", (used_bytes, next_seq, last_us, agent_id))
-        if n != 1:
+        sql = ("UPDATE memory_agents SET used_bytes = %s, next_seq = %s, last_us = %s "
+               "WHERE agent_id = %s")
+        params = (used_bytes, next_seq, last_us, agent_id)
+        if self.locked == agent_id and self._watch is None:
+            self._later(agent_id, sql, params)  # its row is locked by us: it is there
+            return
+        if self._run(sql, params) != 1:
             raise storage(f"agent {agent_id!r} has no memory")
 
     def delete_agent(self, agent_id: str) -> None:
-        self._run("DELETE FROM memory_entries WHERE agent_id = %s", (agent_id,))
-        self._run("DELETE FROM memory_agents WHERE agent_id = %s", (agent_id,))
+        self._later(agent_id, "DELETE FROM memory_entries WHERE agent_id = %s", (agent_id,))
+        self._later(agent_id, "DELETE FROM memory_agents WHERE agent_id = %s", (agent_id,))
 
     # -- entries --------------------------------------------------------------
 
@@ -181,17 +261,42 @@ class PostgresTransaction:
         at = LOOKUP_ROW_AT
         return make_agent(r[:at - 1]), bool(r[at - 1]), None if r[at] is None else make_row(r[at:])
 
+    def lookup_holding(self, agent_id: str, key: str | None, clock: Clock
+                       ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
+        """:meth:`lookup` as the first statement of a change, in the round trip that
+        begins the transaction and locks the agent; the clock is read once that
+        round trip is back, so with the lock held (see ``lookup_holding`` in
+        :mod:`rotifer.memory.backend`).  Returns (what ``lookup`` returns, now)."""
+        if self.conn is not None or not storable(agent_id):
+            now = clock.now_us()
+            return self.lookup(agent_id, key, now), now
+        if key is not None and not storable(key):
+            key = None
+        r = self._one(LOOKUP_AT_LOCK_SQL, (key, agent_id))
+        now = clock.now_us()
+        if r is None:
+            return None, now
+        at = LOOKUP_ROW_AT
+        soonest = r[at - 1]
+        return ((make_agent(r[:at - 1]), soonest is not None and soonest <= now,
+                 None if r[at] is None else make_row(r[at:])), now)
+
+    def touch_if(self, agent_id: str, key: str, gene_id: str, seq: int, now_us: int) -> bool:
+        if not (storable(agent_id) and storable(key)):
+            return False
+        return self._run(TOUCH_IF_SQL, (gene_id, agent_id, key, seq, now_us, agent_id)) == 1
+
     def put(self, row: Row) -> None:
-        self._run(PUT_SQL, row_params(row))
+        self._later(row.agent_id, PUT_SQL, row_params(row))
 
     def touch(self, agent_id: str, key: str, gene_id: str) -> None:
-        self._run("UPDATE memory_entries SET last_accessed_by = %s WHERE agent_id = %s AND key = %s",
-                  (gene_id, agent_id, key))
+        self._later(agent_id, "UPDATE memory_entries SET last_accessed_by = %s "
+                    "WHERE agent_id = %s AND key = %s", (gene_id, agent_id, key))
 
     def delete(self, agent_id: str, keys: list[str]) -> None:
         if keys:
-            self._run("DELETE FROM memory_entries WHERE agent_id = %s AND key = ANY(%s)",
-                      (agent_id, keys))
+            self._later(agent_id, "DELETE FROM memory_entries WHERE agent_id = %s "
+                        "AND key = ANY(%s)", (agent_id, keys))
 
     def _pages(self, sql: str, params: tuple[Any, ...], after_sql: str,
                after_of: Any, first: int = BATCH) -> Iterator[tuple[Any, ...]]:
@@ -251,12 +356,12 @@ class PostgresTransaction:
     def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
         """One statement for all of a change's lines; ids (commit order per agent,
         as the agent's row lock is held) come from the sequence."""
-        self._run("INSERT INTO memory_audit (agent_id, seq, line) "
-                  "SELECT %s, %s, unnest(%s::text[])", (agent_id, seq, lines))
+        self._later(agent_id, "INSERT INTO memory_audit (agent_id, seq, line) "
+                    "SELECT %s, %s, unnest(%s::text[])", (agent_id, seq, lines))
 
     def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
-        rows = self.conn.execute("SELECT line FROM memory_audit WHERE agent_id = %s "
-                                 "ORDER BY id", (agent_id,)).fetchall()
+        rows = self._all("SELECT line FROM memory_audit WHERE agent_id = %s ORDER BY id",
+                         (agent_id,))
         return [json.loads(r[0]) for r in rows]
 
     def sum_sizes(self, agent_id: str) -> int:

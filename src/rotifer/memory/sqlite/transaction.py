@@ -10,6 +10,7 @@ from ..backend import (
     AGENT_COLUMNS,
     BRIEF_COLUMNS,
     LOOKUP_ROW_AT,
+    NEWEST_PAGE,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
@@ -24,7 +25,7 @@ from .rows import make_agent, make_brief, make_row, row_params
 
 PUT_SQL = put_sql("?")
 LOOKUP_SQL = lookup_sql("?")
-BATCH = 256
+BATCH = NEWEST_PAGE  # a page of iter_newest; the first one answers most queries
 #: The first page of the cleanup and expiry scans (they double from there).
 FIRST_PAGE = 16
 DELETE_CHUNK = 500
@@ -91,6 +92,15 @@ class SqliteTransaction:
         self.conn.execute(
             "UPDATE memory_entries SET last_accessed_by = ? WHERE agent_id = ? AND key = ?",
             (gene_id, agent_id, key))
+
+    def touch_if(self, agent_id: str, key: str, gene_id: str, seq: int, now_us: int) -> bool:
+        """One autocommit statement (see the backend interface); it takes the
+        file's write lock for its moment, as any change does."""
+        cur = self.conn.execute(
+            "UPDATE memory_entries SET last_accessed_by = ? WHERE agent_id = ? AND key = ? "
+            "AND seq = ? AND (expires_us IS NULL OR expires_us > ?)",
+            (gene_id, agent_id, key, seq, now_us))
+        return cur.rowcount == 1
 
     def delete(self, agent_id: str, keys: list[str]) -> None:
         # A statement per chunk of keys, not per key: an eviction of 100 entries
