@@ -15,11 +15,9 @@ import pytest
 from rotifer.memory import ManualClock, MemoryStore
 
 from .conftest import ALL_BACKENDS, StoreFactory
-from .helpers import audit_lines, gene_id
+from .helpers import RETAIN_1_DAY, audit_lines, gene_id
 
 A, B, C = gene_id("a"), gene_id("b"), gene_id("c")
-RETAIN_1_DAY = {"maxRetentionDays": 1, "autoDeleteOnTermination": False,
-                "anonymizationSupported": False}
 
 
 @pytest.fixture(params=ALL_BACKENDS)
