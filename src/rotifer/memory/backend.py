@@ -17,7 +17,7 @@ check can never race.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
@@ -100,6 +100,54 @@ def newest_sql(placeholder: str, agent_id: str, category: Category | None,
     sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
            "ORDER BY updated_us DESC, seq DESC LIMIT {limit}")
     return sql, tuple(params)
+
+
+#: The first page of the cleanup and expiry scans (they double from there up to
+#: :data:`NEWEST_PAGE`), so evicting one entry does not decode 256 candidates.
+FIRST_PAGE = 16
+
+
+def expired_sql(placeholder: str) -> tuple[str, str]:
+    """``iter_expired``'s paged query (``expires_us`` then :data:`BRIEF_COLUMNS`),
+    soonest expiry first, and its next-page condition.  Parameters: agent id, now."""
+    p = placeholder
+    return (f"SELECT expires_us, {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = {p} "
+            f"AND expires_us IS NOT NULL AND expires_us <= {p} {{after}} "
+            "ORDER BY expires_us, seq LIMIT {limit}", f"AND (expires_us, seq) > ({p}, {p})")
+
+
+def oldest_sql(placeholder: str) -> tuple[str, str]:
+    """``iter_oldest``'s paged query (:data:`BRIEF_COLUMNS`), least recently
+    updated first, and its next-page condition.  Parameters: agent id, category."""
+    p = placeholder
+    return (f"SELECT {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = {p} "
+            f"AND category = {p} {{after}} ORDER BY updated_us, seq LIMIT {{limit}}",
+            f"AND (updated_us, seq) > ({p}, {p})")
+
+
+def newest_after(placeholder: str) -> str:
+    """The next-page condition of :func:`newest_sql`'s query."""
+    return f"AND (updated_us, seq) < ({placeholder}, {placeholder})"
+
+
+def pages(fetch: Callable[[str, tuple[Any, ...]], Sequence[tuple[Any, ...]]], sql: str,
+          params: tuple[Any, ...], after_sql: str, after_of: Callable[[tuple[Any, ...]],
+                                                                    tuple[Any, ...]],
+          first: int = NEWEST_PAGE) -> Iterator[tuple[Any, ...]]:
+    """Keyset pagination over ``sql`` (with ``{after}`` and ``{limit}`` slots),
+    each page fetched whole by ``fetch``, so the caller may write between pages
+    without disturbing an open cursor.  Pages start at ``first`` rows and double
+    up to :data:`NEWEST_PAGE`, so a caller that usually wants a few rows
+    (cleanup: the oldest one or two) fetches few."""
+    after: tuple[Any, ...] = ()
+    size = first
+    while True:
+        rows = fetch(sql.format(after=after_sql if after else "", limit=size), params + after)
+        yield from rows
+        if len(rows) < size:
+            return
+        after = after_of(rows[-1])
+        size = min(2 * size, NEWEST_PAGE)
 
 
 class AgentRecord(NamedTuple):

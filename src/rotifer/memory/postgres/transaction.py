@@ -34,15 +34,18 @@ import psycopg
 
 from ..backend import (
     AGENT_COLUMNS,
-    BRIEF_COLUMNS,
+    FIRST_PAGE,
     LOOKUP_ROW_AT,
-    NEWEST_PAGE,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
     Row,
+    expired_sql,
     lookup_sql,
+    newest_after,
     newest_sql,
+    oldest_sql,
+    pages,
     put_sql,
 )
 from ..clock import Clock
@@ -55,9 +58,9 @@ Cursor = psycopg.Cursor[tuple[Any, ...]]
 Params = tuple[Any, ...] | None
 Statement = tuple[str, Params]
 
-BATCH: Final = NEWEST_PAGE  # a page of iter_newest; the first one answers most queries
-#: The first page of the cleanup and expiry scans (they double from there).
-FIRST_PAGE: Final = 16
+EXPIRED_SQL, EXPIRED_AFTER = expired_sql("%s")
+OLDEST_SQL, OLDEST_AFTER = oldest_sql("%s")
+NEWEST_AFTER: Final = newest_after("%s")
 #: Deferred statements kept at most; more are sent (one round trip) first.
 MAX_QUEUED: Final = 32
 
@@ -298,36 +301,14 @@ class PostgresTransaction:
             self._later(agent_id, "DELETE FROM memory_entries WHERE agent_id = %s "
                         "AND key = ANY(%s)", (agent_id, keys))
 
-    def _pages(self, sql: str, params: tuple[Any, ...], after_sql: str,
-               after_of: Any, first: int = BATCH) -> Iterator[tuple[Any, ...]]:
-        """Keyset pagination: each page is fetched whole, so the caller may
-        write between pages without disturbing an open cursor.  Pages start
-        at ``first`` rows and double up to :data:`BATCH`."""
-        after: tuple[Any, ...] = ()
-        size = first
-        while True:
-            rows = self._all(sql.format(after=after_sql if after else "", limit=size),
-                             params + after)
-            yield from rows
-            if len(rows) < size:
-                return
-            after = after_of(rows[-1])
-            size = min(2 * size, BATCH)
-
     def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]:
-        sql = (f"SELECT expires_us, {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = %s "
-               "AND expires_us IS NOT NULL AND expires_us <= %s {after} "
-               f"ORDER BY expires_us, seq LIMIT {{limit}}")
-        for r in self._pages(sql, (agent_id, now_us), "AND (expires_us, seq) > (%s, %s)",
-                             lambda r: (r[0], r[5]), FIRST_PAGE):
+        for r in pages(self._all, EXPIRED_SQL, (agent_id, now_us), EXPIRED_AFTER,
+                       lambda r: (r[0], r[5]), FIRST_PAGE):
             yield make_brief(r[1:])
 
     def iter_oldest(self, agent_id: str, category: Category) -> Iterator[Brief]:
-        sql = (f"SELECT {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = %s "
-               f"AND category = %s {{after}} ORDER BY updated_us, seq LIMIT {{limit}}")
-        for r in self._pages(sql, (agent_id, category.value),
-                             "AND (updated_us, seq) > (%s, %s)", lambda r: (r[3], r[4]),
-                             FIRST_PAGE):
+        for r in pages(self._all, OLDEST_SQL, (agent_id, category.value), OLDEST_AFTER,
+                       lambda r: (r[3], r[4]), FIRST_PAGE):
             yield make_brief(r)
 
     def iter_newest(
@@ -342,8 +323,7 @@ class PostgresTransaction:
         if key_prefix and not storable(key_prefix):
             return  # no stored key contains NUL or a lone surrogate
         sql, params = newest_sql("%s", agent_id, category, key_prefix, since_us, until_us)
-        for r in self._pages(sql, params, "AND (updated_us, seq) < (%s, %s)",
-                             lambda r: (r[8], r[14])):
+        for r in pages(self._all, sql, params, NEWEST_AFTER, lambda r: (r[8], r[14])):
             row = make_row(r)
             if key_prefix and not row.key.startswith(key_prefix):
                 continue  # belt and braces: the range above is exact already

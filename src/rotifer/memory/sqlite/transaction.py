@@ -8,15 +8,18 @@ from typing import Any
 
 from ..backend import (
     AGENT_COLUMNS,
-    BRIEF_COLUMNS,
+    FIRST_PAGE,
     LOOKUP_ROW_AT,
-    NEWEST_PAGE,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
     Row,
+    expired_sql,
     lookup_sql,
+    newest_after,
     newest_sql,
+    oldest_sql,
+    pages,
     put_sql,
 )
 from ..errors import storage
@@ -25,9 +28,9 @@ from .rows import make_agent, make_brief, make_row, row_params
 
 PUT_SQL = put_sql("?")
 LOOKUP_SQL = lookup_sql("?")
-BATCH = NEWEST_PAGE  # a page of iter_newest; the first one answers most queries
-#: The first page of the cleanup and expiry scans (they double from there).
-FIRST_PAGE = 16
+EXPIRED_SQL, EXPIRED_AFTER = expired_sql("?")
+OLDEST_SQL, OLDEST_AFTER = oldest_sql("?")
+NEWEST_AFTER = newest_after("?")
 DELETE_CHUNK = 500
 
 
@@ -111,38 +114,17 @@ class SqliteTransaction:
                 "DELETE FROM memory_entries WHERE agent_id = ? AND key IN "
                 f"({', '.join('?' * len(chunk))})", (agent_id, *chunk))
 
-    def _pages(self, sql: str, params: tuple[Any, ...], after_sql: str,
-               make_after: Any, first: int = BATCH) -> Iterator[tuple[Any, ...]]:
-        """Keyset pagination: each page is fetched whole, so the caller may
-        write between pages without disturbing an open cursor.  Pages start
-        at ``first`` rows and double up to :data:`BATCH`, so a caller that
-        usually wants a few rows (cleanup: the oldest one or two) fetches few."""
-        after: tuple[Any, ...] = ()
-        size = first
-        while True:
-            extra = after_sql if after else ""
-            rows = self.conn.execute(sql.format(after=extra, limit=size), params + after
-                                     ).fetchall()
-            yield from rows
-            if len(rows) < size:
-                return
-            after = make_after(rows[-1])
-            size = min(2 * size, BATCH)
+    def _all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, params).fetchall()
 
     def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]:
-        sql = (f"SELECT expires_us, {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = ? "
-               "AND expires_us IS NOT NULL AND expires_us <= ? {after} "
-               "ORDER BY expires_us, seq LIMIT {limit}")
-        for r in self._pages(sql, (agent_id, now_us), "AND (expires_us, seq) > (?, ?)",
-                             lambda r: (r[0], r[5]), FIRST_PAGE):
+        for r in pages(self._all, EXPIRED_SQL, (agent_id, now_us), EXPIRED_AFTER,
+                       lambda r: (r[0], r[5]), FIRST_PAGE):
             yield make_brief(r[1:])
 
     def iter_oldest(self, agent_id: str, category: Category) -> Iterator[Brief]:
-        sql = (f"SELECT {BRIEF_COLUMNS} FROM memory_entries WHERE agent_id = ? AND category = ? "
-               "{after} ORDER BY updated_us, seq LIMIT {limit}")
-        for r in self._pages(sql, (agent_id, category.value),
-                             "AND (updated_us, seq) > (?, ?)", lambda r: (r[3], r[4]),
-                             FIRST_PAGE):
+        for r in pages(self._all, OLDEST_SQL, (agent_id, category.value), OLDEST_AFTER,
+                       lambda r: (r[3], r[4]), FIRST_PAGE):
             yield make_brief(r)
 
     def iter_newest(
@@ -155,8 +137,7 @@ class SqliteTransaction:
         until_us: int | None = None,
     ) -> Iterator[Row]:
         sql, params = newest_sql("?", agent_id, category, key_prefix, since_us, until_us)
-        for r in self._pages(sql, params, "AND (updated_us, seq) < (?, ?)",
-                             lambda r: (r[8], r[14])):
+        for r in pages(self._all, sql, params, NEWEST_AFTER, lambda r: (r[8], r[14])):
             row = make_row(r)
             if key_prefix and not row.key.startswith(key_prefix):
                 continue  # belt and braces: the range above is exact already
