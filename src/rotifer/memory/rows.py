@@ -1,0 +1,89 @@
+"""Stored entries to SQL parameters and back, for both backends.
+
+The two backends keep the same columns (``ROW_COLUMNS`` in
+:mod:`rotifer.memory.backend`) and differ only in how a retention policy is
+stored (SQLite: JSON text; PostgreSQL: ``jsonb``), so each passes its own
+retention conversion and everything else is written once here.
+
+Rows are decoded defensively: a damaged or hand-edited store (an unknown
+category or scope, a retention that is not a policy, a value stored as text)
+is MEMORY_STORAGE_ERROR, never a ValueError escaping into a gene.  Decoding a
+row is the hot path of every query: plain dict lookups instead of calling the
+enums, and one shared ``AccessPolicy``/``DataPolicy`` per combination.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from .backend import AgentRecord, Brief, Row, new_row
+from .errors import MemoryError, damaged
+from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
+
+_UNREADABLE = (ValueError, TypeError, KeyError, MemoryError)
+_CATEGORIES: dict[object, Category] = {c.value: c for c in Category}
+_POLICIES: dict[tuple[str, str, str], AccessPolicy] = {}
+
+
+def _policy(read: str, write: str, share: str) -> AccessPolicy:
+    key = (read, write, share)
+    policy = _POLICIES.get(key)
+    if policy is None:
+        policy = AccessPolicy(Scope(read), Scope(write), SharePolicy(share))
+        if len(_POLICIES) < 256:  # only valid combinations get here; there are 48
+            _POLICIES[key] = policy
+    return policy
+
+
+@functools.lru_cache(maxsize=256)
+def _data_policy(max_retention_days: int | None, anonymization_supported: bool) -> DataPolicy:
+    return DataPolicy(max_retention_days, anonymization_supported)
+
+
+def _blob(value: object) -> bytes:
+    if type(value) is bytes:
+        return value
+    if not isinstance(value, bytes | memoryview):
+        raise TypeError(f"the value is stored as {type(value).__name__}, not as a BLOB")
+    return bytes(value)
+
+
+def entry_params(row: Row, retention: object) -> tuple[Any, ...]:
+    """The row as parameters in ``PUT_COLUMNS`` order, its retention already
+    converted to what the backend stores."""
+    return (
+        row.agent_id, row.key, row.category.value, row.value, row.size, row.created_by,
+        row.creator_domain, row.last_accessed_by, row.created_us, row.updated_us,
+        row.access.read_scope.value, row.access.write_scope.value, row.access.share_policy.value,
+        retention, row.expires_us, row.seq,
+    )
+
+
+def decode_row(r: tuple[Any, ...], retention: Callable[[Any], RetentionPolicy]) -> Row:
+    """A ``ROW_COLUMNS`` result row; ``retention`` parses a stored, non-null policy."""
+    try:
+        # Positional, in ROW_COLUMNS order: agent_id, key, category, value,
+        # created_by, creator_domain, last_accessed_by, created_us, updated_us,
+        # access, retention, expires_us, seq.
+        return new_row(
+            r[0], r[1], _CATEGORIES[r[2]], _blob(r[3]), r[4], r[5], r[6], r[7], r[8],
+            _policy(r[9], r[10], r[11]), None if r[12] is None else retention(r[12]),
+            r[13], r[14],
+        )
+    except _UNREADABLE as exc:
+        raise damaged(f"an entry {r[1]!r}", exc) from None
+
+
+def decode_brief(r: tuple[Any, ...]) -> Brief:
+    """A ``BRIEF_COLUMNS`` result row."""
+    try:
+        return Brief(r[0], _CATEGORIES[r[1]], r[2], r[3], r[4], r[5])
+    except _UNREADABLE as exc:
+        raise damaged(f"an entry {r[0]!r}", exc) from None
+
+
+def decode_agent(r: tuple[Any, ...]) -> AgentRecord:
+    """An ``AGENT_COLUMNS`` result row."""
+    return AgentRecord(r[0], r[1], _data_policy(r[2], bool(r[3])), r[4], r[5], r[6])
