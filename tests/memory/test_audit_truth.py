@@ -154,7 +154,7 @@ with store.backend.write("agent") as tx:
     change = Change("agent", record.last_us + 1, "v2:dead", seq=record.next_seq)
     change.line("write", "ghost", None, 9)
     tx.update_agent("agent", record.used_bytes, record.next_seq + 1, change.now_us)
-    log_change(store.backend, tx, store.audit, "agent", record.next_seq, change.lines, change)
+    log_change(tx, store.audit, "agent", record.next_seq, change.lines, change)
     os.kill(os.getpid(), signal.SIGKILL)  # between the append and the commit
 '''
 

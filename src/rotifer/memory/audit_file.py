@@ -195,11 +195,11 @@ class _Open:
 
     fd: int
     pid: int
-    ident: tuple[int, int, int]  # st_dev, st_ino, st_mode of the path when opened
-    #: The file's size after our last append (-1: unknown), its last line, that
-    #: line's hash and mark.
+    #: The path's ``st_mode`` when opened: a change (made read-only) reopens it.
+    mode: int
+    #: The file's size after our last append (-1: unknown), and its last line's
+    #: hash and mark (``None``: not known yet).
     end: int = -1
-    last: bytes | None = None
     last_hash: str | None = None
     last_mark: Mark | None = None
 
@@ -256,9 +256,9 @@ class LogFile:
                     self._release(fd)
                 raise
             if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino) \
-                    and (kept is None or now.st_mode == kept.ident[2]):
+                    and (kept is None or now.st_mode == kept.mode):
                 if kept is None:
-                    self._open = _Open(fd, os.getpid(), (now.st_dev, now.st_ino, now.st_mode))
+                    self._open = _Open(fd, os.getpid(), now.st_mode)
                 return fd, info
             if kept is None:
                 os.close(fd)  # rolled over while we waited: append to the new file
@@ -290,7 +290,8 @@ class LogFile:
         kept = self._open if self._open is not None and self._open.fd == fd else None
         start = info.st_size
         prefix = b""
-        if kept is not None and kept.end == start and kept.last is not None:
+        prev: str | None
+        if kept is not None and kept.end == start and kept.last_hash is not None:
             # Nobody appended since our last line: the chain needs no read.
             prev, mark = kept.last_hash, kept.last_mark
         else:
@@ -316,7 +317,7 @@ class LogFile:
         phantom = _phantom(mark, lines[0])
         if phantom is not None:
             bodies = [ENCODER.encode(phantom).encode(), *bodies]
-        data, final, final_hash = chain(bodies, prev)
+        data, final_hash = chain(bodies, prev)
         data = prefix + data
         if kept is not None:
             kept.end = -1  # unknown until the write is known to be whole
@@ -326,7 +327,7 @@ class LogFile:
             return  # the kept descriptor is the archive now: the next append reopens
         write_all(fd, data, start)
         if kept is not None and not prefix:
-            kept.end, kept.last, kept.last_hash = start + len(data), final, final_hash
+            kept.end, kept.last_hash = start + len(data), final_hash
             kept.last_mark = _mark(lines[-1])
 
 

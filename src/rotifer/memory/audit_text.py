@@ -88,15 +88,14 @@ def rolled_back_line(ts: str, agent: str, seq: int, reason: str,
             "actor": actor, "bytes": 0, "entryId": None, "seq": seq, "reason": reason}
 
 
-def chain(bodies: Sequence[bytes], prev: str | None) -> tuple[bytes, bytes, str]:
+def chain(bodies: Sequence[bytes], prev: str | None) -> tuple[bytes, str]:
     """Each encoded line (``{...}``, no newline) with ``"prev"`` spliced in as its
-    last field, linked to the line before it; with the last line and its hash."""
+    last field, linked to the line before it; with the last line's hash."""
     out = []
-    line = b""
     for body in bodies:
         link = b"null" if prev is None else b'"' + prev.encode() + b'"'
         line = body[:-1] + b',"prev":' + link + b"}"
         out.append(line)
         prev = line_hash(line)
     assert prev is not None
-    return b"\n".join(out) + b"\n", line, prev
+    return b"\n".join(out) + b"\n", prev

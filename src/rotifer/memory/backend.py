@@ -335,8 +335,6 @@ class Backend(Protocol):
 
     #: A short name for messages and docs, e.g. ``"sqlite"``.
     name: str
-    #: Does the backend keep each change's audit lines itself (``log_lines``)?
-    keeps_audit: bool
 
     def read(self) -> AbstractContextManager[Transaction]:
         """A read-only transaction that sees one consistent snapshot."""

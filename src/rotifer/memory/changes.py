@@ -149,11 +149,12 @@ class Change:
         self.error = error
 
 
-def log_change(backend: Backend, tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
+def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
                lines: list[dict[str, Any]], change: Change | None = None) -> None:
     """Record a change's lines before its commit: in the backend's own copy (in
-    the same transaction) if it keeps one, then appended to the log.  From
-    here on a failure must be settled, so ``change.logged`` is set first."""
+    the same transaction; ``log_lines`` does nothing where the backend keeps
+    none), then appended to the log.  From here on a failure must be settled,
+    so ``change.logged`` is set first."""
     if change is not None:
         change.logged = True
     encoded = change.texts if change is not None and change.lines is lines \

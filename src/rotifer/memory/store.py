@@ -135,7 +135,7 @@ class MemoryStore:
                 self._begin(change, record)
                 change.line("drop_agent", None, None, record.used_bytes,
                             entries=tx.count(agent_id))
-                log_change(self.backend, tx, self.audit, agent_id, record.next_seq,
+                log_change(tx, self.audit, agent_id, record.next_seq,
                            change.lines, change)
                 tx.delete_agent(agent_id)
         except BaseException as exc:
@@ -195,7 +195,7 @@ class MemoryStore:
                 result = body(tx, record, change)
                 if change.lines:
                     tx.update_agent(agent_id, change.used, record.next_seq + 1, change.now_us)
-                    log_change(self.backend, tx, self.audit, agent_id, record.next_seq,
+                    log_change(tx, self.audit, agent_id, record.next_seq,
                                change.lines, change)
         except BaseException as exc:
             if change.logged:

@@ -32,7 +32,6 @@ class PostgresBackend:
     """
 
     name = "postgresql"
-    keeps_audit = True
 
     def __init__(self, url: str, *, max_idle: int = MAX_IDLE,
                  lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> None:

@@ -27,7 +27,6 @@ class SqliteBackend:
     """SQLite behind the backend interface; safe across threads and processes."""
 
     name = "sqlite"
-    keeps_audit = False
 
     def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S,
                  create: bool = True) -> None:

@@ -79,10 +79,10 @@ def audit_in_batches(store: MemoryStore, tx: Transaction, change: Change,
         line["seq"] = change.seq
         batch.append(line)
         if len(batch) >= LINES_PER_WRITE:
-            log_change(store.backend, tx, store.audit, change.agent_id, change.seq, batch, change)
+            log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
             batch = []
     if batch:
-        log_change(store.backend, tx, store.audit, change.agent_id, change.seq, batch, change)
+        log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
 
 
 class Tally:
