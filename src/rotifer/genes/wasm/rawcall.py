@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.metadata
 import itertools
 from collections.abc import Callable
 from typing import Any, Final
 
 import wasmtime
+
+from .engine import wasmtime_version
 
 #: A memory host function as this module calls it: ``(caller, req_ptr,
 #: req_len, out_ptr, out_cap) -> result``, the four as u32 (wasm32 pointers
@@ -98,11 +99,8 @@ TESTED_MAJORS: Final = frozenset({50})
 
 
 def _tested_version() -> bool:
-    try:
-        major = int(importlib.metadata.version("wasmtime").split(".")[0])
-    except (importlib.metadata.PackageNotFoundError, ValueError):
-        return False
-    return major in TESTED_MAJORS
+    major = wasmtime_version().split(".")[0]
+    return major.isdigit() and int(major) in TESTED_MAJORS
 
 
 @functools.cache
