@@ -98,13 +98,20 @@ def standard_rows(agent: str, entries: int, size: int, deletes: int) -> Iterator
         yield make_row(agent, f"fd/{i:06d}", value, Category.CACHE, next(n))
 
 
+def raw_connection(db: Path) -> sqlite3.Connection:
+    """A raw sqlite3 connection with the store's settings (WAL, ``synchronous=NORMAL``,
+    autocommit: each measured operation says ``BEGIN``/``COMMIT`` itself)."""
+    conn = sqlite3.connect(str(db), isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
 class Floor:
     """Raw sqlite3 and one append-only file: the least any store must do."""
 
     def __init__(self, db: Path, log: Path) -> None:
-        self.conn = sqlite3.connect(str(db), isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode = WAL")
-        self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.conn = raw_connection(db)
         self.fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self.seq = itertools.count(10**9)
 
@@ -299,8 +306,7 @@ def _raw_eviction(db: Path, backend: SqliteBackend, writes: int, iters: int,
     for agent in ("raw-evict", "raw-plain"):
         populate(backend, agent, (make_row(agent, f"c/{i:06d}", small, Category.CACHE, i + 1)
                                   for i in range(count)))
-    conn = sqlite3.connect(str(db), isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA synchronous = NORMAL")
+    conn = raw_connection(db)
     value = os.urandom(100 * 32 - 8)
     numbers = itertools.count(10**9)
 

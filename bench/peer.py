@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,9 +38,7 @@ ENTRIES = 10_000
 def _lg_store(path: Path) -> Any:
     from langgraph.store.sqlite import SqliteStore
 
-    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
+    conn = memory.raw_connection(path)
     store = SqliteStore(conn)
     store.setup()
     return store, conn
@@ -70,8 +67,7 @@ def _raw_write(db: Path, agent: str, value: bytes) -> Callable[[], None]:
     IMMEDIATE``, the lookup (agent, expiry check, old row), the upsert, the
     agent's counters, ``COMMIT`` -- no rules, no audit line, no entry built.
     Against LangGraph's ``put`` it is the floor under the put row's ratio."""
-    conn = sqlite3.connect(str(db), isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA synchronous = NORMAL")
+    conn = memory.raw_connection(db)
     numbers = itertools.count(10**9)
 
     def write() -> None:
