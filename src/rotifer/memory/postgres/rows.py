@@ -8,6 +8,7 @@ rest is :mod:`rotifer.memory.rows`.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -41,9 +42,7 @@ def row_params(row: Row) -> tuple[Any, ...]:
     return entry_params(row, _retention_param(row.retention))
 
 
-def make_row(r: tuple[Any, ...]) -> Row:
-    return decode_row(r, RetentionPolicy.parse)  # jsonb arrives parsed
-
-
+#: A partial, not a wrapper function: a query decodes one row per entry.
+make_row = functools.partial(decode_row, retention=RetentionPolicy.parse)  # jsonb arrives parsed
 make_brief = decode_brief
 make_agent = decode_agent

@@ -31,9 +31,7 @@ def row_params(row: Row) -> tuple[Any, ...]:
     return entry_params(row, retention_to_text(row.retention))
 
 
-def make_row(r: tuple[Any, ...]) -> Row:
-    return decode_row(r, _parse_retention)
-
-
+#: A partial, not a wrapper function: a query decodes one row per entry.
+make_row = functools.partial(decode_row, retention=_parse_retention)
 make_brief = decode_brief
 make_agent = decode_agent
