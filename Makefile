@@ -8,12 +8,16 @@ STAMP := $(VENV)/.installed
 # Two workers: the CI machines have two cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: install node-deps demo test test-slow lint typecheck pytest bench bench-quick reliability reliability-report clean
+.PHONY: constraints install node-deps demo test test-slow lint typecheck pytest bench bench-quick reliability reliability-report clean
 
-$(STAMP): pyproject.toml
+# Every install takes the exact versions in constraints.txt (`make constraints`
+# refreshes it), so a new release of a dependency never changes what CI tests.
+PIP_INSTALL := $(PY) -m pip install --quiet -c constraints.txt
+
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -47,11 +51,11 @@ test-slow: install node-deps
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m slow
 
 bench: install
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PIP_INSTALL) -e '.[dev,bench]'
 	$(PY) -m bench
 
 bench-quick: install
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PIP_INSTALL) -e '.[dev,bench]'
 	$(PY) -m bench --quick
 
 # The fault and attack suite alone (make test runs it too), and the table in
@@ -61,6 +65,18 @@ reliability: install node-deps
 
 reliability-report: install node-deps
 	$(PY) scripts/reliability_report.py
+
+# Re-resolve every extra in a throwaway venv at the newest versions pyproject.toml
+# allows and write them to constraints.txt; review the diff, run make test, commit.
+constraints:
+	rm -rf .venv-constraints
+	$(PYTHON) -m venv .venv-constraints
+	.venv-constraints/bin/python -m pip install --quiet --upgrade pip
+	.venv-constraints/bin/python -m pip install --quiet -e '.[dev,bench]'
+	{ sed -n '1,/^# Refresh/p' constraints.txt; \
+	  .venv-constraints/bin/python -m pip freeze --exclude-editable | grep -v '^-e'; } > constraints.new
+	mv constraints.new constraints.txt
+	rm -rf .venv-constraints
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

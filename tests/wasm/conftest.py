@@ -16,6 +16,7 @@ import pytest
 import wasmtime
 
 from rotifer.genes.wasm import GeneInstance, Limits, prepare, rawcall
+from rotifer.genes.wasm.engine import wasmtime_version
 from rotifer.memory import GeneMemoryAccess, MemoryStore
 
 GENES = Path(__file__).parent / "genes"
@@ -113,8 +114,10 @@ def host_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     wasmtime-py's ``define_func``.  Every harness test runs both ways."""
     if request.param == "define_func":
         monkeypatch.setattr(rawcall, "_define_unchecked", lambda: None)
-    else:
-        assert rawcall.available()
+    elif not rawcall.available():
+        # Another wasmtime-py than constraints.txt pins: the host falls back to
+        # define_func (said once on the log), which the other param tests.
+        pytest.skip(f"wasmtime-py {wasmtime_version()} is not one of rawcall.TESTED_MAJORS")
     return str(request.param)
 
 

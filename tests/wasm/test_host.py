@@ -479,7 +479,7 @@ def test_log_without_a_sink_goes_to_the_logger(harness_module: wasmtime.Module,
 
 
 def test_the_c_callback_is_used_only_with_a_checked_wasmtime_py(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """Hand-written C signatures against an untested library would corrupt
     memory rather than fail: any other major version takes define_func."""
     import importlib.metadata
@@ -487,12 +487,17 @@ def test_the_c_callback_is_used_only_with_a_checked_wasmtime_py(
     from rotifer.genes.wasm import rawcall
 
     real = importlib.metadata.version("wasmtime")
-    assert int(real.split(".")[0]) in rawcall.TESTED_MAJORS  # what CI installs
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "51.0.0")
+    untested = str(max(rawcall.TESTED_MAJORS) + 1) + ".0.0"
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: untested)
     rawcall._define_unchecked.cache_clear()  # it is looked up once per process
     try:
-        assert not rawcall.available()
+        with caplog.at_level(logging.WARNING, logger="rotifer.genes.wasm.rawcall"):
+            assert not rawcall.available()
+            assert not rawcall.available()  # said once: the answer is cached
+        assert [r.getMessage().split(" is not")[0] for r in caplog.records] == [
+            f"wasmtime-py {untested}"]
     finally:
         monkeypatch.setattr(importlib.metadata, "version", lambda name: real)
         rawcall._define_unchecked.cache_clear()
-    assert rawcall.available()
+    # The installed version (constraints.txt pins one of TESTED_MAJORS) takes the fast path.
+    assert rawcall.available() == (int(real.split(".")[0]) in rawcall.TESTED_MAJORS)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+import logging
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -98,9 +99,19 @@ _FINALIZE: Final = _FINALIZER(_finalize)
 TESTED_MAJORS: Final = frozenset({50})
 
 
+_log = logging.getLogger(__name__)
+
+
 def _tested_version() -> bool:
-    major = wasmtime_version().split(".")[0]
-    return major.isdigit() and int(major) in TESTED_MAJORS
+    version = wasmtime_version()
+    major = version.split(".")[0]
+    if major.isdigit() and int(major) in TESTED_MAJORS:
+        return True
+    # Said once per process (the caller is cached): the host still works, only slower.
+    _log.warning("wasmtime-py %s is not a version rotifer's fast host-call path was "
+                 "checked against (majors %s); memory host calls use define_func instead",
+                 version, ", ".join(str(m) for m in sorted(TESTED_MAJORS)))
+    return False
 
 
 @functools.cache
