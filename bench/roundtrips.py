@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rotifer.memory import MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, MemoryStore
 from rotifer.memory.errors import ErrorCode
 
 from .pgserver import MISSING, Server, find_bindir
@@ -44,7 +44,7 @@ Op = Callable[[], object]
 def missing_delete(delete: Callable[[str], None]) -> None:
     try:
         delete("missing/key")
-    except MemoryError as exc:
+    except AgentMemoryError as exc:
         if exc.code != ErrorCode.NOT_FOUND:
             raise
 

@@ -19,7 +19,7 @@ from rotifer.genes.errors import (
     InvalidPhenotype,
     RotiferError,
 )
-from rotifer.memory import DataPolicy, MemoryError, parse_size
+from rotifer.memory import AgentMemoryError, DataPolicy, parse_size
 
 from ..genes.helpers import FORMATTER, write_gene
 
@@ -111,7 +111,7 @@ def test_broken_gene_is_not_accepted(project: Project, agents: Agents) -> None:
 
 @pytest.mark.parametrize("size", ["50", "0MB", "-1KB", "2000GB", "ten MB"])
 def test_quota_sizes_are_refused_before_create(size: str) -> None:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         parse_size(size)
     assert info.value.code == "MEMORY_INVALID_INPUT"
 

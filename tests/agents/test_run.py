@@ -9,7 +9,7 @@ from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent, run_gene, stale_hint
 from rotifer.genes.errors import AgentNotFound, GeneNotFound, GeneRejected, InvalidInput
-from rotifer.memory import MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, MemoryStore
 
 from ..genes.helpers import BETTER_FORMATTER, FORMATTER, write_gene, write_wat_gene
 from .conftest import audit_lines
@@ -56,7 +56,7 @@ def test_stale_gene_is_denied_with_a_hint(project: Project, fmt_agent: Agents) -
     path = project.genes_dir / "fmt" / "gene.py"
     path.write_text(path.read_text() + "\n# edited\n")
     hints: list[str] = []
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         run_agent(project, "a", {"code": "x"}, hints=hints)
     assert info.value.code == "MEMORY_ACCESS_DENIED"
     assert "no v2 id" in str(info.value)
@@ -73,7 +73,7 @@ def test_stale_gene_is_denied_with_a_hint(project: Project, fmt_agent: Agents) -
 def test_stale_hint_goes_to_stderr_by_default(project: Project, fmt_agent: Agents,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     write_gene(project.genes_dir, "fmt", FORMATTER + "\n# edited\n")
-    with pytest.raises(MemoryError):
+    with pytest.raises(AgentMemoryError):
         run_agent(project, "a", {"code": "x"})
     err = capsys.readouterr().err
     assert err.startswith("hint: gene 'fmt' changed since it was last wrapped, so its memory "
@@ -83,7 +83,7 @@ def test_stale_hint_goes_to_stderr_by_default(project: Project, fmt_agent: Agent
 def test_stale_gene_that_needs_no_memory_still_runs(project: Project, fmt_agent: Agents) -> None:
     write_gene(project.genes_dir, "fmt", FORMATTER + "\n# edited\n")
     hints: list[str] = []
-    with pytest.raises(MemoryError):  # writes are refused too
+    with pytest.raises(AgentMemoryError):  # writes are refused too
         run_agent(project, "a", {"code": "x", "indent": 1}, hints=hints)
     write_gene(project.genes_dir, "plain", "def express(i, ctx):\n    return i\n")
     wrap_gene(project, "plain")
@@ -123,7 +123,7 @@ def test_creator_only_entries_are_lost_to_an_upgrade(project: Project) -> None:
     assert run_agent(project, "a", "r") is True
     write_gene(project.genes_dir, "g", code + "# v2\n")
     wrap_gene(project, "g")
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         run_agent(project, "a", "r")
     assert info.value.code == "MEMORY_ACCESS_DENIED"
 
@@ -139,7 +139,7 @@ def test_wasm_agent(project: Project) -> None:
 def test_run_gene_alone_is_denied_and_audited(project: Project) -> None:
     write_gene(project.genes_dir, "fmt", FORMATTER)
     gene = wrap_gene(project, "fmt")
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         run_gene(project, "fmt", {"code": "x"})
     assert info.value.code == "MEMORY_ACCESS_DENIED"
     assert "part of an agent" in str(info.value)
@@ -171,7 +171,7 @@ def test_agent_bound_to_a_store_without_its_memory(project: Project, fmt_agent: 
     other = project.root / "other.db"
     MemoryStore.open(project.dot, f"sqlite:{other}").close()  # a store, but not a's
     fmt_agent.bind("a", f"sqlite:{other}")
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         run_agent(project, "a", {"code": "x"})
     assert info.value.code == "MEMORY_STORAGE_ERROR"
     assert f"agent 'a' has no memory in sqlite:{other}" in str(info.value)
@@ -180,7 +180,7 @@ def test_agent_bound_to_a_store_without_its_memory(project: Project, fmt_agent: 
 def test_agent_bound_to_a_store_that_is_gone(project: Project, fmt_agent: Agents) -> None:
     other = project.root / "other.db"
     fmt_agent.bind("a", f"sqlite:{other}")
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         run_agent(project, "a", {"code": "x"})
     assert info.value.code == "MEMORY_STORAGE_ERROR"
     assert str(other) in str(info.value)

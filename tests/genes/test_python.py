@@ -20,7 +20,7 @@ from rotifer.genes.execute import express
 from rotifer.genes.gene import Gene, load_gene, register_gene
 from rotifer.genes.python import stderr_sink
 from rotifer.genes.registry import Registry
-from rotifer.memory import DeniedMemory, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, DeniedMemory, MemoryStore
 
 from .helpers import FORMATTER, write_gene, write_wat_gene
 
@@ -88,7 +88,7 @@ def test_module_state_is_fresh_each_run(tmp_path: Path) -> None:
 
 def test_memory_error_escapes_as_is(tmp_path: Path) -> None:
     g = gene(tmp_path, "g", "def express(input, ctx):\n    ctx.memory.read_memory('k')\n")
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         express(g, None, DeniedMemory("alone"))
     assert str(info.value) == "MEMORY_ACCESS_DENIED: alone"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 from rotifer.memory.audit import DEFAULT_MAX_BYTES, MAX_BYTES_ENV, archives, max_bytes_from_env
 from rotifer.memory.audit_verify import verify_agent
 
@@ -22,7 +22,7 @@ def test_the_default_and_the_setting() -> None:
     assert max_bytes_from_env({}) == DEFAULT_MAX_BYTES == 64 * 1024 * 1024
     assert max_bytes_from_env({MAX_BYTES_ENV: "1048576"}) == 1048576
     for bad in ("0", "-5", "lots", "1.5"):
-        with pytest.raises(MemoryError) as info:
+        with pytest.raises(AgentMemoryError) as info:
             max_bytes_from_env({MAX_BYTES_ENV: bad})
         assert info.value.code is ErrorCode.STORAGE_ERROR
         assert MAX_BYTES_ENV in info.value.message

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rotifer.memory import ManualClock, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ManualClock, MemoryStore
 from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.changes import Change, settle
 from rotifer.memory.clock import parse_time
 
 from .conftest import StoreFactory
@@ -88,7 +89,7 @@ def test_every_line_of_a_change_carries_its_seq_and_the_chain(
     g = store.for_gene("agent", A, "d")
     g.write_memory("a", b"1", "CONTEXT")
     g.write_memory("a", b"22", "CONTEXT")
-    with pytest.raises(MemoryError):
+    with pytest.raises(AgentMemoryError):
         store.for_gene("agent", gene_id("b"), "elsewhere").delete_memory("a")  # refused: a change too
     g.delete_memory("a")
     lines = audit_lines(tmp_path / ".rotifer")
@@ -127,7 +128,7 @@ def test_interrupted_changes_never_leave_a_phantom_line(
                 g.write_memory(f"k{n % 37}", b"x" * rng.randrange(1, 50), "CONTEXT")
                 if n % 5 == 0:
                     g.delete_memory(f"k{(n + 3) % 37}")
-            except (_Interrupt, MemoryError):
+            except (_Interrupt, AgentMemoryError):
                 interrupted += 1
             finally:
                 armed[0] = False
@@ -179,3 +180,22 @@ def test_the_next_change_marks_a_dead_writers_change_rolled_back(
     assert lines[-2]["reason"].startswith("found at the next change")
     report = verify_agent(store, "agent")
     assert report.ok and report.repaired == 0, report.message
+
+
+@pytest.mark.parametrize(("exc", "reason"), [
+    (AgentMemoryError("MEMORY_STORAGE_ERROR", "gone"),
+     "not committed: MemoryError MEMORY_STORAGE_ERROR"),
+    (KeyboardInterrupt(), "not committed: KeyboardInterrupt"),
+])
+def test_a_rolled_back_line_names_the_error_by_its_public_name(
+        store: MemoryStore, tmp_path: Path, exc: BaseException, reason: str) -> None:
+    """The reason of a rolled_back line names a refused call's error
+    ``MemoryError`` (its public name, as lines have always said), other
+    exceptions by their class."""
+    store.for_gene("agent", A, "d").write_memory("a", b"1", "CONTEXT")
+    change = Change("agent", store.clock.now_us(), "d", seq=99)
+    change.line("write", "b", None, 1)
+    change.logged = change.appended = True
+    settle(store.backend, store.audit, store.clock, change, exc)
+    last = audit_lines(tmp_path / ".rotifer")[-1]
+    assert (last["action"], last["seq"], last["reason"]) == ("rolled_back", 99, reason)

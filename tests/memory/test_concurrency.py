@@ -12,7 +12,7 @@ from __future__ import annotations
 import multiprocessing as mp
 from pathlib import Path
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 
 from .helpers import audit_lines, gene_id
 
@@ -39,9 +39,9 @@ def worker(rot: str, n: int, queue: mp.Queue) -> None:  # type: ignore[type-arg]
                     if i % 11 == 0:
                         try:
                             mem.delete_memory(f"cache/{n}/{(i + 3) % 17}")
-                        except MemoryError as exc:
+                        except AgentMemoryError as exc:
                             assert exc.code is ErrorCode.NOT_FOUND
-            except MemoryError as exc:
+            except AgentMemoryError as exc:
                 stats["quota" if exc.code is ErrorCode.QUOTA_EXCEEDED else "other"] += 1
                 if exc.code is not ErrorCode.QUOTA_EXCEEDED:
                     raise

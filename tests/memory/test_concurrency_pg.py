@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from rotifer.memory import Category, ErrorCode, MemoryError, MemoryStore, parse_time
+from rotifer.memory import AgentMemoryError, Category, ErrorCode, MemoryStore, parse_time
 from rotifer.memory.model import EVICTION_ORDER
 
 from .helpers import Live, audit_lines, cleanup_victims, gene_id
@@ -69,7 +69,7 @@ def run_ops(store: MemoryStore, n: int, ops: int, seed: int) -> dict[str, int]:
                 try:
                     mem.delete_memory(f"k/{rng.randrange(SHARED_KEYS)}")
                     stats["delete"] += 1
-                except MemoryError as exc:
+                except AgentMemoryError as exc:
                     assert exc.code is ErrorCode.NOT_FOUND, exc
                     stats["missing"] += 1
             elif roll < 0.89:
@@ -82,7 +82,7 @@ def run_ops(store: MemoryStore, n: int, ops: int, seed: int) -> dict[str, int]:
             else:
                 store.deployer(AGENT).delete_category("CACHE")
                 stats["clear"] += 1
-        except MemoryError as exc:
+        except AgentMemoryError as exc:
             if exc.code is not ErrorCode.QUOTA_EXCEEDED:
                 raise
             stats["quota"] += 1
@@ -236,7 +236,7 @@ def _create(url: str, rot: str, queue: Any) -> None:
         try:
             store.create_agent("racer")
             queue.put("created")
-        except MemoryError as exc:
+        except AgentMemoryError as exc:
             queue.put(exc.code.value)
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore, parse_time
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore, parse_time
 
 from .conftest import PgBouncer, PgServer, find_pgbouncer
 from .helpers import Live, audit_lines, cleanup_victims, gene_id
@@ -99,7 +99,7 @@ def _worker(url: str, rot: str, n: int, control: dict[str, Any], results: Any) -
                     kind = "clear"
                     store.deployer(agent).delete_category("CACHE")
                 outcome = "ok"
-            except MemoryError as exc:
+            except AgentMemoryError as exc:
                 outcome = exc.code.value
                 if exc.code is ErrorCode.STORAGE_ERROR and pref_key is not None:
                     prefs.setdefault(pref_key, [None]).append(value)  # may have happened
@@ -160,7 +160,7 @@ def _snapshot(store: MemoryStore) -> dict[str, dict[str, Live]]:
     while True:
         try:
             return _read_state(store)
-        except MemoryError as exc:
+        except AgentMemoryError as exc:
             if exc.code is not ErrorCode.STORAGE_ERROR or time.monotonic() > deadline:
                 raise
             print(f"snapshot retried after: {exc}")

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 from rotifer.memory.postgres import PostgresBackend
 
 from .conftest import PgBouncer, SchemaMaker, with_rotifer_schema, with_search_path
@@ -94,7 +94,7 @@ def test_settings_hold_per_transaction_whatever_the_server_session_has(
 
 def test_pgbouncer_refuses_options_and_rotifer_schema_replaces_it(
         pgbouncer: PgBouncer, schema: str, tmp_path: Path) -> None:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         MemoryStore.open(tmp_path, url=with_search_path(pgbouncer.url("transaction"), schema))
     assert info.value.code is ErrorCode.STORAGE_ERROR
     with MemoryStore.open(tmp_path, url=with_rotifer_schema(pgbouncer.url("transaction"),

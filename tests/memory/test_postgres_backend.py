@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from rotifer.memory import (
     AccessPolicy,
+    AgentMemoryError,
     Category,
     DataPolicy,
     ErrorCode,
-    MemoryError,
     RetentionPolicy,
     Scope,
     SharePolicy,
@@ -246,7 +246,7 @@ def test_delete_keys_and_whole_agent(raw: Backend) -> None:
 
 
 def test_updating_a_missing_agent_is_a_storage_error(raw: Backend) -> None:
-    with pytest.raises(MemoryError) as info, raw.write("ghost") as tx:
+    with pytest.raises(AgentMemoryError) as info, raw.write("ghost") as tx:
         tx.update_agent("ghost", 0, 1, 0)
     assert info.value.code is ErrorCode.STORAGE_ERROR
 

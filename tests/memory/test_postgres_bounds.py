@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 
 from .conftest import PgServer
 from .helpers import gene_id
@@ -40,9 +40,9 @@ def _bounded(url: str) -> str:
     return f"{url}{joiner}rotifer_timeout={BOUND_S:g}"
 
 
-def storage_error_within_bound(fn: Callable[[], object]) -> MemoryError:
+def storage_error_within_bound(fn: Callable[[], object]) -> AgentMemoryError:
     started = time.monotonic()
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         fn()
     elapsed = time.monotonic() - started
     assert info.value.code is ErrorCode.STORAGE_ERROR, info.value
@@ -112,7 +112,7 @@ def _load(store: MemoryStore, n: int, stop: threading.Event,
             else:
                 mem.query_memory({"limit": 20})
             kind = "ok"
-        except MemoryError as exc:
+        except AgentMemoryError as exc:
             kind = exc.code.value
         took = time.monotonic() - started
         with lock:
@@ -253,7 +253,7 @@ def test_a_long_running_transaction_is_bounded_per_statement(own_pg_server: PgSe
             tx.count("a")
 
     try:
-        with pytest.raises(MemoryError) as info:
+        with pytest.raises(AgentMemoryError) as info:
             hold_then_freeze()
         assert time.monotonic() - frozen_at < BOUND_S + SLACK_S
     finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from rotifer.memory import ErrorCode, ManualClock, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, ManualClock, MemoryStore
 from rotifer.memory.backend import AgentRecord
 from rotifer.memory.model import DataPolicy
 from rotifer.memory.postgres import PostgresBackend, describe_url
@@ -28,8 +28,8 @@ from .helpers import gene_id
 pytestmark = pytest.mark.postgres
 
 
-def storage_error(fn: Callable[[], object]) -> MemoryError:
-    with pytest.raises(MemoryError) as info:
+def storage_error(fn: Callable[[], object]) -> AgentMemoryError:
+    with pytest.raises(AgentMemoryError) as info:
         fn()
     assert info.value.code is ErrorCode.STORAGE_ERROR, info.value
     return info.value
@@ -154,7 +154,7 @@ def test_creating_one_agent_twice_at_once(pg_fresh_url: str, tmp_path: Path) -> 
         try:
             store.create_agent("new")
             outcomes.append("created")
-        except MemoryError as exc:
+        except AgentMemoryError as exc:
             outcomes.append(exc.code.value)
 
     threads = [threading.Thread(target=create, args=(s,)) for s in stores]

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 from rotifer.memory.audit_verify import verify_agent
 from rotifer.memory.backend import AgentRecord, Transaction
 from rotifer.memory.changes import Change
@@ -177,7 +177,7 @@ def test_a_deferred_write_that_fails_fails_the_change_and_is_rolled_back(
     schema = _schema(store)
     admin.execute(f'ALTER TABLE "{schema}".{table} ADD CONSTRAINT broken {check}')  # type: ignore[arg-type]
     before = store.agent_record(AGENT)
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         mem.write_memory("boom", b"22", "CONTEXT")  # change 2
     assert info.value.code is ErrorCode.STORAGE_ERROR
     assert "broken" in str(info.value)  # the server's own reason
@@ -218,7 +218,7 @@ def test_a_failure_while_the_writes_wait_surfaces_at_the_next_read(
         tx.get_agent(AGENT)  # sends it: fails here
         seen.append("not reached")
 
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         store.change(AGENT, A, body)
     assert info.value.code is ErrorCode.STORAGE_ERROR and "broken" in str(info.value)
     assert seen == ["flushed"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rotifer.memory import ErrorCode, MemoryError
+from rotifer.memory import AgentMemoryError, ErrorCode
 from rotifer.memory.postgres.settings import POOL_SIZE, TIMEOUT_S, parse, split_url
 
 
@@ -42,7 +42,7 @@ def test_defaults() -> None:
     "rotifer_pool_size=2.5", "rotifer_nosuch=1", "rotifer_schema=",
 ])
 def test_bad_rotifer_parameters_are_storage_errors(query: str) -> None:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         parse(f"postgresql://u:secret@h/d?{query}")
     assert info.value.code is ErrorCode.STORAGE_ERROR
     assert "secret" not in str(info.value)

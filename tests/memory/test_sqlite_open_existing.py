@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 
 
 def contents(folder: Path) -> dict[str, bytes]:
@@ -18,7 +18,7 @@ def contents(folder: Path) -> dict[str, bytes]:
 
 def test_sqlite_missing_file_is_not_created(tmp_path: Path) -> None:
     dot = tmp_path / ".rotifer"
-    with pytest.raises(MemoryError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         MemoryStore.open(dot, create=False)
     assert caught.value.code is ErrorCode.STORAGE_ERROR
     assert str(dot / "playground.db") in caught.value.message
@@ -39,7 +39,7 @@ def test_sqlite_broken_file_is_reported_and_left_alone(tmp_path: Path, how: str)
             conn.execute("CREATE TABLE other (x)")
         conn.close()
     before = contents(dot)
-    with pytest.raises(MemoryError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         MemoryStore.open(dot, create=False)
     assert caught.value.code is ErrorCode.STORAGE_ERROR
     assert str(db) in caught.value.message
@@ -58,6 +58,6 @@ def test_sqlite_existing_store_opens_without_create(tmp_path: Path) -> None:
 
 def test_sqlite_url_without_create(tmp_path: Path) -> None:
     path = tmp_path / "elsewhere.db"
-    with pytest.raises(MemoryError):
+    with pytest.raises(AgentMemoryError):
         MemoryStore.open(tmp_path / ".rotifer", f"sqlite:{path}", create=False)
     assert not path.exists()

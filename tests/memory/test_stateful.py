@@ -49,11 +49,11 @@ from hypothesis.stateful import (
 from rotifer.memory import (
     UNSET,
     AccessPolicy,
+    AgentMemoryError,
     Category,
     DataPolicy,
     ManualClock,
     MemoryEntry,
-    MemoryError,
     MemoryFilter,
     MemoryStore,
     RetentionPolicy,
@@ -253,7 +253,7 @@ class MemoryMachine(RuleBasedStateMachine):
             want = ("error", err.code)
         try:
             got: Any = ("ok", convert(actual()))
-        except MemoryError as err:
+        except AgentMemoryError as err:
             got = ("error", str(err.code))
             assert str(err).startswith(f"{err.code}: ")
         assert got == want

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from rotifer.memory import (
+    AgentMemoryError,
     Category,
     ErrorCode,
     GeneMemory,
     ManualClock,
-    MemoryError,
     MemoryStore,
     parse_size,
 )
@@ -45,7 +45,7 @@ def small(store: MemoryStore, quota: int = 100, gid: str = A) -> GeneMemory:
 
 
 def code_of(fn: Callable[[], object]) -> ErrorCode:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         fn()
     return info.value.code
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from rotifer.memory import (
+    AgentMemoryError,
     DataPolicy,
     ErrorCode,
     GeneMemory,
     ManualClock,
-    MemoryError,
     MemoryStore,
 )
 
@@ -48,7 +48,7 @@ def g(store: MemoryStore) -> GeneMemory:
 
 
 def code_of(fn: Callable[[], object]) -> ErrorCode:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         fn()
     return info.value.code
 

@@ -13,13 +13,13 @@ import pytest
 from rotifer.memory import (
     UNSET,
     AccessPolicy,
+    AgentMemoryError,
     Category,
     DataPolicy,
     DeniedMemory,
     ErrorCode,
     GeneMemory,
     ManualClock,
-    MemoryError,
     MemoryStore,
     RetentionPolicy,
     Scope,
@@ -68,7 +68,7 @@ def gene(store: MemoryStore) -> Gene:
 
 
 def code_of(fn: Callable[[], object]) -> ErrorCode:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         fn()
     return info.value.code
 

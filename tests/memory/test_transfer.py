@@ -24,11 +24,11 @@ import psycopg
 import pytest
 
 from rotifer.memory import (
+    AgentMemoryError,
     Category,
     DataPolicy,
     ErrorCode,
     ManualClock,
-    MemoryError,
     MemoryStore,
 )
 from rotifer.memory.backend import Row
@@ -160,7 +160,7 @@ def same(now: tuple[Any, ...], before: tuple[Any, ...], changes: int) -> bool:
 
 
 def code_of(fn: Callable[[], object]) -> ErrorCode:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         fn()
     return info.value.code
 
@@ -550,7 +550,7 @@ def test_import_refuses_a_damaged_or_forged_file(exported: tuple[Side, Path, dic
     dst, path, data = exported
     TAMPERING[how](data)
     path.write_text(json.dumps(data))
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         import_agent(dst.store, path)
     assert info.value.code is ErrorCode.INVALID_INPUT, info.value
     assert not dst.store.has_agent("bot") and dst.lines() == []
@@ -559,10 +559,10 @@ def test_import_refuses_a_damaged_or_forged_file(exported: tuple[Side, Path, dic
 def test_checksum_errors_name_the_damage(exported: tuple[Side, Path, dict[str, Any]]) -> None:
     data = exported[2]
     data["entries"][0]["entry"]["createdBy"] = C
-    with pytest.raises(MemoryError, match="entry 0 fails its checksum"):
+    with pytest.raises(AgentMemoryError, match="entry 0 fails its checksum"):
         check_export(data)
     _resign(data, 0, total=False)
-    with pytest.raises(MemoryError, match="total checksum"):
+    with pytest.raises(AgentMemoryError, match="total checksum"):
         check_export(data)
     _resign(data)
     check_export(data)  # consistent again: the checksums catch damage, not forgery

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 from rotifer.memory.transfer import export_agent, import_agent, read_export
 
 from .conftest import StoreFactory
@@ -31,7 +31,7 @@ def exported(store_factory: StoreFactory, tmp_path: Path) -> Path:
 
 
 def _refused(store: MemoryStore, path: Path, code: ErrorCode = ErrorCode.INVALID_INPUT) -> str:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         import_agent(store, path)
     assert info.value.code is code, info.value
     assert not store.has_agent("bot")  # nothing half imported
@@ -61,7 +61,7 @@ def test_a_bad_entry_after_good_ones_leaves_nothing(exported: Path,
 
 def test_entries_over_the_quota_are_found_at_the_end_and_nothing_stays(
         exported: Path, store_factory: StoreFactory) -> None:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         import_agent(store_factory(name="dst"), exported, quota_bytes=500)
     assert info.value.code is ErrorCode.QUOTA_EXCEEDED
     assert not store_factory(name="dst").has_agent("bot")

@@ -14,7 +14,7 @@ from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent, run_gene, test_gene
 from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable
-from rotifer.memory import MemoryError
+from rotifer.memory import AgentMemoryError
 from tests.agents.conftest import audit_lines
 from tests.genes.helpers import FORMATTER, write_gene
 
@@ -154,7 +154,7 @@ def test_a_memory_error_the_gene_lets_escape_keeps_its_code(project: Project) ->
     node_gene(project, "del", "export const express = (i: any, ctx: any) => "
               "ctx.memory.deleteMemory('never/written');\n")
     agent(project, "a", ["del"])
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         run_agent(project, "a", {})
     assert info.value.code == "MEMORY_NOT_FOUND"
 
@@ -164,7 +164,7 @@ def test_a_memory_error_the_gene_lets_escape_keeps_its_code(project: Project) ->
 
 def test_run_alone_refuses_memory_and_audits(project: Project) -> None:
     node_gene(project, "fmt", SEED.read_text())
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         run_gene(project, "fmt", {"code": "x", "indent": 3})
     assert info.value.code == "MEMORY_ACCESS_DENIED"
     [line] = audit_lines(project)
@@ -191,7 +191,7 @@ def test_a_changed_gene_has_no_id_and_its_calls_are_refused(project: Project) ->
     agent(project, "a", ["fmt"])
     (project.genes_dir / "fmt" / "index.ts").write_text(SEED.read_text() + "\n// changed\n")
     hints: list[str] = []
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         run_agent(project, "a", {"code": "x", "indent": 2}, hints=hints)
     assert info.value.code == "MEMORY_ACCESS_DENIED"
     assert "rotifer wrap fmt" in hints[0]

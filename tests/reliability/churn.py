@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 
 KEYS = 48
 #: (operation, weight); categories of writes weighted the same way.
@@ -75,7 +75,7 @@ def main(root: Path, writer: str, seed: int, ops: int, ready: str = "ready") -> 
             else:
                 g.query_memory({"keyPrefix": "k/", "limit": 20})
             outcomes[op] += 1
-        except MemoryError as exc:
+        except AgentMemoryError as exc:
             if exc.code not in EXPECTED:
                 raise
             outcomes[f"{op}:{exc.code.value}"] += 1

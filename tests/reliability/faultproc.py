@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 
 PR_CAPBSET_DROP = 24
 CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
@@ -46,7 +46,7 @@ def drop_dac_and_reexec() -> None:
 def attempt(fn: Any) -> str:
     try:
         fn()
-    except MemoryError as exc:
+    except AgentMemoryError as exc:
         return exc.code.value
     return "ok"
 

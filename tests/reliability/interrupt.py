@@ -31,7 +31,7 @@ from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent
 from rotifer.cli.main import Terminated
 from rotifer.genes.errors import GeneFailed
-from rotifer.memory import MemoryError
+from rotifer.memory import AgentMemoryError
 
 CHURNER = '''
 def express(input, ctx):
@@ -82,7 +82,7 @@ def main(mode: str, root: Path, seconds: float, seed: int) -> dict[str, int]:
             finally:
                 armed = False
             completed += 1
-        except (KeyboardInterrupt, GeneFailed, MemoryError):
+        except (KeyboardInterrupt, GeneFailed, AgentMemoryError):
             interrupted += 1
     return {"runs": runs, "interrupted": interrupted, "completed": completed}
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from rotifer.memory import ErrorCode, ManualClock, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, ErrorCode, ManualClock, MemoryStore
 from tests.memory.conftest import StoreFactory
 
 from .helpers import audit_lines, gene_id, parse_audit
@@ -155,7 +155,7 @@ def test_unwritable_audit_log_means_no_change(scene: Scene, fault: str, change: 
     before = scene.snapshot()
     undo = FAULTS[fault](scene.rot)
     try:
-        with pytest.raises(MemoryError) as info:
+        with pytest.raises(AgentMemoryError) as info:
             CHANGES[change](scene)
         assert info.value.code is ErrorCode.STORAGE_ERROR, str(info.value)
         assert "audit log" in info.value.message
@@ -166,7 +166,7 @@ def test_unwritable_audit_log_means_no_change(scene: Scene, fault: str, change: 
     # The fault is gone: the same call goes through and leaves its line.
     try:
         CHANGES[change](scene)
-    except MemoryError as exc:
+    except AgentMemoryError as exc:
         assert change == "refused-access" and exc.code is ErrorCode.ACCESS_DENIED
     lines = audit_lines(scene.rot)
     assert AFTERWARDS[change] in {line["action"] for line in lines[len(log_before.splitlines()):]}

@@ -30,7 +30,7 @@ from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent
 from rotifer.genes.errors import InvalidInput
-from rotifer.memory import MemoryError, entry_id
+from rotifer.memory import AgentMemoryError, entry_id
 from tests.genes.helpers import write_gene
 
 HERE = Path(__file__).parent
@@ -303,7 +303,7 @@ def test_nul_and_overlong_keys_are_refused_not_truncated(scene: Scene) -> None:
             g = store.for_gene(AGENT, scene.ids["attacker"], "evil")
             for call in (lambda: g.read_memory(surrogate), lambda: g.delete_memory(surrogate),
                          lambda: g.write_memory(surrogate, b"x", "CACHE")):
-                with pytest.raises(MemoryError) as info:
+                with pytest.raises(AgentMemoryError) as info:
                     call()
                 assert info.value.code.value == INVALID
     for key in bad:

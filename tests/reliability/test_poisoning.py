@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rotifer.memory import DataPolicy, ErrorCode, ManualClock, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, DataPolicy, ErrorCode, ManualClock, MemoryStore
 from rotifer.memory.untrusted import untrusted_retention, write_untrusted
 from tests.cli.helpers import init_project, ok, refused
 from tests.genes.helpers import FORMATTER
@@ -28,7 +28,7 @@ AGENT = "agent"
 
 
 def code_of(fn: Any) -> str:
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         fn()
     return info.value.code.value
 
@@ -147,7 +147,7 @@ def test_deployer_removes_a_poisoned_preference(
     last = audit_lines(tmp_path / ".rotifer")[-1]
     assert (last["action"], last["actor"], last["key"], last["category"], last["createdBy"]) == (
         "deployer_delete", "deployer", "reader/tone", "PREFERENCE", A)
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         store.deployer(AGENT).delete_key("reader/tone")
     assert info.value.code is ErrorCode.NOT_FOUND
 

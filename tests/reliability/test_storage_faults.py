@@ -26,7 +26,7 @@ from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent
 from rotifer.genes.errors import GeneRejected
-from rotifer.memory import AuditLog, ErrorCode, GeneMemory, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, AuditLog, ErrorCode, GeneMemory, MemoryStore
 from rotifer.memory.postgres import PostgresBackend
 from rotifer.memory.sqlite import SqliteBackend
 from tests.genes.helpers import FORMATTER, write_gene, write_wat_gene
@@ -38,8 +38,8 @@ AGENT = "agent"
 PAGE = 4096
 
 
-def storage_error(fn: Callable[[], object]) -> MemoryError:
-    with pytest.raises(MemoryError) as info:
+def storage_error(fn: Callable[[], object]) -> AgentMemoryError:
+    with pytest.raises(AgentMemoryError) as info:
         fn()
     assert info.value.code is ErrorCode.STORAGE_ERROR, info.value
     return info.value
@@ -108,7 +108,7 @@ def test_damaged_database_file(tmp_path: Path, damage: str) -> None:
     db.write_bytes(damaged)
     try:
         store = MemoryStore.open(rot, url=f"sqlite:{db}")
-    except MemoryError as exc:
+    except AgentMemoryError as exc:
         assert exc.code is ErrorCode.STORAGE_ERROR
     else:
         try:
@@ -229,12 +229,12 @@ def test_agents_never_run_on_an_empty_memory(project: Project, fault: str) -> No
     Python gene must see MEMORY_STORAGE_ERROR, a WASM gene -13 (reported as a rejection
     with that code), never the default indent 2."""
     PROJECT_FAULTS[fault](project.dot / "playground.db")
-    with pytest.raises(MemoryError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         run_agent(project, "py", {"code": "x"})
     assert info.value.code is ErrorCode.STORAGE_ERROR
     try:
         out = run_agent(project, "wasm", {})
-    except MemoryError as exc:
+    except AgentMemoryError as exc:
         assert exc.code is ErrorCode.STORAGE_ERROR
     except GeneRejected as exc:
         assert exc.code == "MEMORY_STORAGE_ERROR", exc

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from rotifer.genes.wasm import run_wasm_gene
-from rotifer.memory import GeneMemoryAccess, MemoryError, MemoryStore
+from rotifer.memory import AgentMemoryError, GeneMemoryAccess, MemoryStore
 from tests.wasm.conftest import gene_id
 from tests.wasm.example_builds import build_once, shared_cache
 from tests.wasm.toolchains import build_as, build_c, build_rust
@@ -114,7 +114,7 @@ def test_a_write_passes_its_access_policy_on(probe: Path, store: MemoryStore) ->
         "CREATOR_GENE_ONLY", "CREATOR_GENE_ONLY")
     # Another gene of the same domain is refused: -2 with the store's message.
     other = view(store, "other")
-    with pytest.raises(MemoryError) as direct:
+    with pytest.raises(AgentMemoryError) as direct:
         other.read_memory("p/k")
     assert call(probe, other, "read", key="p/k") == {"error": {
         "result": -2, "code": "MEMORY_ACCESS_DENIED", "message": direct.value.message}}
@@ -148,7 +148,7 @@ def test_delete_and_not_found(probe: Path, store: MemoryStore) -> None:
     call(probe, memory, "write", key="d/1", value="1", category="CACHE")
     assert call(probe, memory, "delete", key="d/1") == {"deleted": True}
     assert store.deployer(AGENT).list() == []
-    with pytest.raises(MemoryError) as direct:
+    with pytest.raises(AgentMemoryError) as direct:
         memory.delete_memory("d/1")
     assert call(probe, memory, "delete", key="d/1") == {"error": {
         "result": -12, "code": "MEMORY_NOT_FOUND", "message": direct.value.message}}

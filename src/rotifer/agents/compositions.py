@@ -42,7 +42,7 @@ from rotifer.genes.errors import (
     InvalidInput,
 )
 from rotifer.genes.gene import Gene
-from rotifer.memory import GeneMemoryAccess, MemoryError
+from rotifer.memory import AgentMemoryError, GeneMemoryAccess
 
 MemoryFor = Callable[[Gene], GeneMemoryAccess]
 """The memory a gene's calls reach in this run."""
@@ -52,7 +52,7 @@ Runner = Callable[[Gene, Any, GeneMemoryAccess], Any]
 
 #: Errors after which ``try`` moves on to the next gene.
 FALLBACK_ERRORS: tuple[type[BaseException], ...] = (
-    GeneRejected, GeneFailed, GeneUnavailable, InvalidInput, InvalidGene, MemoryError,
+    GeneRejected, GeneFailed, GeneUnavailable, InvalidInput, InvalidGene, AgentMemoryError,
 )
 
 

@@ -44,7 +44,7 @@ from rotifer.genes.errors import (
     InvalidGene,
     RotiferError,
 )
-from rotifer.memory import DEFAULT_QUOTA_BYTES, DataPolicy, MemoryError
+from rotifer.memory import DEFAULT_QUOTA_BYTES, AgentMemoryError, DataPolicy
 
 from .project import Project
 
@@ -253,7 +253,7 @@ class Agents:
                 )
             try:
                 store.create_agent(name, quota_bytes, data_policy or DataPolicy())
-            except MemoryError:
+            except AgentMemoryError:
                 if store.has_agent(name):  # another process created it just now
                     raise AgentExists(f"agent '{name}' already exists") from None
                 raise

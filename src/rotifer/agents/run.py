@@ -49,7 +49,7 @@ from rotifer.genes.errors import InvalidTests, RotiferError
 from rotifer.genes.execute import DEFAULT_DEADLINE_S, express
 from rotifer.genes.gene import Gene, unregistered
 from rotifer.genes.python import LogSink
-from rotifer.memory import DeniedMemory, GeneMemoryAccess, MemoryError
+from rotifer.memory import AgentMemoryError, DeniedMemory, GeneMemoryAccess
 
 from .compositions import run_composition
 from .genome import Agents
@@ -254,7 +254,7 @@ def _dump(value: Any) -> str:
 def _run_case(case: TestCase, call: Callable[[Any], Any]) -> CaseResult:
     try:
         output = call(case.input)
-    except (RotiferError, MemoryError) as exc:
+    except (RotiferError, AgentMemoryError) as exc:
         code = str(exc.code.value if hasattr(exc.code, "value") else exc.code)
         error = str(exc)
         if case.expect_error is not None:

@@ -140,7 +140,7 @@ def _usage_of(project: Project, names: list[str]
     """(used, quota) of each agent, opening each memory store once, and the
     error of each agent whose memory could not be read."""
     from rotifer.genes.errors import RotiferError
-    from rotifer.memory.errors import MemoryError
+    from rotifer.memory.errors import AgentMemoryError
 
     by_url: dict[str | None, list[str]] = {}
     failed: dict[str, Exception] = {}
@@ -153,14 +153,14 @@ def _usage_of(project: Project, names: list[str]
     for group in by_url.values():
         try:
             store = project.open_store(group[0], create=False)
-        except (RotiferError, MemoryError) as exc:
+        except (RotiferError, AgentMemoryError) as exc:
             failed.update(dict.fromkeys(group, exc))
             continue
         with store:
             for name in group:
                 try:
                     usage[name] = _agent_usage(store, name)
-                except MemoryError as exc:
+                except AgentMemoryError as exc:
                     failed[name] = exc
     return usage, failed
 

@@ -204,7 +204,7 @@ def run(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     from rotifer.genes.errors import RotiferError
-    from rotifer.memory.errors import MemoryError
+    from rotifer.memory.errors import AgentMemoryError
 
     try:
         # Without standalone mode click returns the status of a command that
@@ -224,7 +224,7 @@ def _run(argv: list[str] | None) -> int:
         return _report("USAGE_ERROR", exc.format_message() + where, 2)
     except click.ClickException as exc:
         return _report("USAGE_ERROR", exc.format_message(), exc.exit_code or 1)
-    except (RotiferError, MemoryError) as exc:
+    except (RotiferError, AgentMemoryError) as exc:
         click.echo(common.error_line(exc), err=True)  # both print as "CODE: message"
         return 1
     except Terminated as exc:

@@ -30,7 +30,7 @@ import click
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import ENV_MEMORY_URL, Project, require_memory
 from rotifer.genes.errors import RotiferError
-from rotifer.memory import ErrorCode, MemoryError, MemoryStore, parse_size
+from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore, parse_size
 
 if TYPE_CHECKING:
     from rotifer.memory.transfer import TransferReport
@@ -47,7 +47,7 @@ def normalize_url(url: str, cwd: Path | None = None) -> str:
     if url.startswith("sqlite:"):
         path = Path(url[len("sqlite:"):]).expanduser()
         if not str(path) or str(path) == ".":
-            raise MemoryError(ErrorCode.INVALID_INPUT, "sqlite: needs a file path")
+            raise AgentMemoryError(ErrorCode.INVALID_INPUT, "sqlite: needs a file path")
         if not path.is_absolute():
             path = (cwd or Path.cwd()) / path
         return f"sqlite:{path.resolve()}"
@@ -89,7 +89,7 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
     from rotifer.memory.transfer import describe, move_agent
 
     if os.environ.get(ENV_MEMORY_URL):
-        raise MemoryError(
+        raise AgentMemoryError(
             ErrorCode.INVALID_INPUT,
             f"{ENV_MEMORY_URL} is set: it overrides every agent's binding, so the moved agent "
             f"would not be found; unset it to move agents")
@@ -147,7 +147,7 @@ def do_import(project: Project, file: Path, *, quota: str | None = None,
     with open_document(file) as doc:  # reads the head only, when rotifer wrote the file
         name = doc.head.get("agent")
     if not isinstance(name, str) or not name:
-        raise MemoryError(ErrorCode.INVALID_INPUT, f"{file} names no agent")
+        raise AgentMemoryError(ErrorCode.INVALID_INPUT, f"{file} names no agent")
     agents = Agents(project)
     if not agents.exists(name):
         # Checked here (not by get) to say what to do: create would give the agent

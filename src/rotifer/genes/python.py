@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
 from rotifer.genes.jsonvalue import problem_of
 from rotifer.genes.prints import prints_to_log
-from rotifer.memory import GeneMemoryAccess, MemoryError
+from rotifer.memory import AgentMemoryError, GeneMemoryAccess
 
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene
@@ -119,7 +119,7 @@ def _load_express(gene: Gene) -> Callable[..., Any]:
     module.__file__ = filename
     try:
         exec(code, module.__dict__)
-    except MemoryError:
+    except AgentMemoryError:
         raise
     except GeneRejected:
         raise
@@ -251,7 +251,7 @@ def run_python_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
             raise  # the user's Ctrl-C
         raise GeneFailed(f"gene '{gene.name}' crashed: KeyboardInterrupt (raised by the gene "
                          "itself)") from None
-    except (MemoryError, GeneRejected, GeneFailed, InvalidGene):
+    except (AgentMemoryError, GeneRejected, GeneFailed, InvalidGene):
         raise
     except RecursionError:
         raise GeneFailed(f"gene '{gene.name}' crashed: RecursionError: too deep") from None

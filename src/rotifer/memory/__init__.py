@@ -9,7 +9,8 @@ the same for both.
 
 from .audit import AuditLog, telemetry_enabled
 from .clock import Clock, ManualClock, SystemClock, format_time, parse_time
-from .errors import ErrorCode, MemoryError
+from .errors import AgentMemoryError, ErrorCode
+from .errors import MemoryError as MemoryError  # noqa: A004 - the public name (CONTRACT.md)
 from .filters import MemoryFilter
 from .model import (
     UNSET,
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_QUOTA_BYTES",
     "UNSET",
     "AccessPolicy",
+    "AgentMemoryError",
     "AuditLog",
     "Category",
     "Clock",

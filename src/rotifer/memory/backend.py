@@ -344,7 +344,9 @@ class Backend(Protocol):
         """No transaction: each statement is atomic on its own.
 
         The cheapest way to do a point read that needs no snapshot across
-        statements; never used for anything that writes.
+        statements.  It never makes a change (no change number, no audit
+        line); the one statement through it that writes is a read's
+        ``touch_if``, which notes the reader in lastAccessedBy.
         """
         ...
 

@@ -39,7 +39,7 @@ from .audit import AuditLog, encode_lines, rolled_back_line
 from .audit_text import HEAD, line_text
 from .backend import Backend, Brief, Row, Transaction
 from .clock import Clock, format_time
-from .errors import ErrorCode, MemoryError
+from .errors import AgentMemoryError, ErrorCode
 from .model import Category, MemoryEntry, entry_id, stored_entry
 
 HEAD_FIELDS = frozenset(HEAD)
@@ -65,7 +65,7 @@ class Change:
     lines: list[dict[str, Any]] = field(default_factory=list)
     #: Each line as JSON (``texts[i]`` encodes ``lines[i]``), made with it.
     texts: list[str] = field(default_factory=list)
-    error: MemoryError | None = None
+    error: AgentMemoryError | None = None
     #: The entry under the call's key as stored when the transaction began
     #: (after the expiry purge), so the body need not read it again.
     row: Row | None = None
@@ -141,7 +141,7 @@ class Change:
                          + int.__repr__(size) + ',"entryId":"' + eid + '","createdBy":'
                          + quote(created_by) + tail)
 
-    def refuse(self, error: MemoryError, operation: str, key: str | None,
+    def refuse(self, error: AgentMemoryError, operation: str, key: str | None,
                category: Category | None, nbytes: int = 0) -> None:
         action = "quota_exceeded" if error.code is ErrorCode.QUOTA_EXCEEDED else "access_denied"
         self.line(action, key, category, nbytes, operation=operation, code=error.code.value,
@@ -188,9 +188,11 @@ def settle(backend: Backend, audit: AuditLog, clock: Clock, change: Change,
         if not change.appended and change.lines and not audit.ends_with(
                 change.agent_id, change.seq, change.lines[-1]["ts"]):
             return  # interrupted before its lines went out: nothing to take back
-        reason = f"not committed: {type(exc).__name__}"
-        if isinstance(exc, MemoryError):
-            reason += f" {exc.code.value}"
+        if isinstance(exc, AgentMemoryError):
+            # Its public name, which rolled_back lines have always carried.
+            reason = f"not committed: MemoryError {exc.code.value}"
+        else:
+            reason = f"not committed: {type(exc).__name__}"
         audit.write([rolled_back_line(format_time(clock.now_us()), change.agent_id,
                                       change.seq, reason, change.actor)])
     except Exception:

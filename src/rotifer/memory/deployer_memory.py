@@ -13,7 +13,7 @@ from .audit import DEPLOYER, AuditLog
 from .backend import AgentRecord, Row, Transaction
 from .changes import Change, to_entry
 from .clock import format_time
-from .errors import ErrorCode, MemoryError, denied
+from .errors import AgentMemoryError, ErrorCode, denied
 from .filters import MemoryFilter
 from .model import (
     UNSET,
@@ -47,12 +47,12 @@ class DeployerMemory:
     def delete_key(self, key: str) -> int:
         check_key(key)
         if self.store.surely_absent(self.agent_id, key):
-            raise MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
+            raise AgentMemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
 
         def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
             row = change.row
             if row is None:
-                change.error = MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
+                change.error = AgentMemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
                 return 0
             return _deployer_delete(tx, record, change, [row])
 
@@ -88,7 +88,7 @@ class DeniedMemory:
         self.audit = audit
         self.actor = actor
 
-    def _refuse(self, operation: str, key: object = None) -> MemoryError:
+    def _refuse(self, operation: str, key: object = None) -> AgentMemoryError:
         error = denied(self.reason)
         if self.audit is not None:
             from .clock import SystemClock

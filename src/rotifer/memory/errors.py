@@ -1,13 +1,17 @@
 """The error codes of the Memory API and the one exception that carries them.
 
-Every refusal the store makes is a :class:`MemoryError` whose ``code`` is one of
-the seed's codes, so genes (Python, WASM, Node) and the CLI can all report the
-same thing the same way: ``CODE: message``.
+Every refusal the store makes is an :class:`AgentMemoryError` whose ``code`` is
+one of the seed's codes, so genes (Python, WASM, Node) and the CLI can all report
+the same thing the same way: ``CODE: message``.
+
+Its public name is ``rotifer.memory.MemoryError`` (the contract's, and what gene
+authors import); :data:`MemoryError` below is that name, the same class.  Inside
+rotifer the class goes by ``AgentMemoryError``, so no module reads as if it
+handled Python's own out-of-memory ``MemoryError`` (ruff's A004 keeps it so).
 """
 
 from __future__ import annotations
 
-import builtins
 from enum import StrEnum
 
 
@@ -21,12 +25,11 @@ class ErrorCode(StrEnum):
     STORAGE_ERROR = "MEMORY_STORAGE_ERROR"
 
 
-class MemoryError(builtins.Exception):
-    """A refused or failed memory call.
+class AgentMemoryError(Exception):
+    """A refused or failed memory call (public name: ``rotifer.memory.MemoryError``).
 
     ``code`` is one of the seed's codes (an :class:`ErrorCode`, which is also a
-    plain ``str``).  It deliberately shadows the builtin ``MemoryError`` only
-    inside ``rotifer.memory``; import it by its full name elsewhere.
+    plain ``str``).
     """
 
     def __init__(self, code: ErrorCode | str, message: str) -> None:
@@ -42,19 +45,25 @@ class MemoryError(builtins.Exception):
         return {"code": self.code.value, "message": self.message}
 
 
-def invalid(message: str) -> MemoryError:
-    return MemoryError(ErrorCode.INVALID_INPUT, message)
+#: The public name the contract promises (``rotifer.memory.MemoryError``): the same
+#: class as :class:`AgentMemoryError`.  It shadows the builtin wherever it is
+#: imported bare, which is why rotifer's own modules use the name above.
+MemoryError = AgentMemoryError
 
 
-def denied(message: str) -> MemoryError:
-    return MemoryError(ErrorCode.ACCESS_DENIED, message)
+def invalid(message: str) -> AgentMemoryError:
+    return AgentMemoryError(ErrorCode.INVALID_INPUT, message)
 
 
-def storage(message: str) -> MemoryError:
-    return MemoryError(ErrorCode.STORAGE_ERROR, message)
+def denied(message: str) -> AgentMemoryError:
+    return AgentMemoryError(ErrorCode.ACCESS_DENIED, message)
 
 
-def damaged(what: str, problem: object) -> MemoryError:
+def storage(message: str) -> AgentMemoryError:
+    return AgentMemoryError(ErrorCode.STORAGE_ERROR, message)
+
+
+def damaged(what: str, problem: object) -> AgentMemoryError:
     """A stored row that cannot be decoded: the database is damaged (or was edited)."""
     return storage(f"the memory database holds {what} that cannot be read, so it is "
                    f"damaged: {problem}")

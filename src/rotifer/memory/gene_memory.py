@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
 from .changes import Change, to_entry
-from .errors import ErrorCode, MemoryError, denied, invalid
+from .errors import AgentMemoryError, ErrorCode, denied, invalid
 from .filters import MemoryFilter, ParsedFilter
 from .model import (
     DEFAULT_ACCESS_POLICY,
@@ -196,7 +196,7 @@ class GeneMemory:
             victims = _cleanup(tx, self.agent_id, key, used - record.quota_bytes)
             freed = sum(v.size for v in victims)
             if used - freed > record.quota_bytes:
-                change.refuse(MemoryError(
+                change.refuse(AgentMemoryError(
                     ErrorCode.QUOTA_EXCEEDED,
                     f"writing {key!r} needs {size} bytes; the agent's quota of "
                     f"{record.quota_bytes} bytes is full even after cleanup "
@@ -273,7 +273,7 @@ class GeneMemory:
         actor = self._require_actor("delete", key)
         check_key(key)
         if self.store.surely_absent(self.agent_id, key):
-            raise MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
+            raise AgentMemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
         self.store.change(self.agent_id, actor.gene_id,
                           lambda tx, rec, ch: self._delete_in(tx, rec, ch, actor, key), key)
 
@@ -281,7 +281,7 @@ class GeneMemory:
                    key: str) -> None:
         row = change.row
         if row is None:
-            change.error = MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
+            change.error = AgentMemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
             return
         if not scope_allows(row.access.write_scope, actor, row.created_by, row.creator_domain):
             change.refuse(denied(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .clock import MICROS_PER_DAY
-from .errors import MemoryError, denied
+from .errors import AgentMemoryError, denied
 from .model import AccessPolicy, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
 #: Expiry times are clamped here; 2**31 days is far past anything a clock reaches.
@@ -41,7 +41,7 @@ def scope_allows(scope: Scope, actor: Actor, creator: str, creator_domain: str |
 
 def check_fits_data_policy(
     access: AccessPolicy, retention: RetentionPolicy | None, data: DataPolicy
-) -> MemoryError | None:
+) -> AgentMemoryError | None:
     """The refusal a write with these policies gets under ``data``, if any."""
     if Scope.DEPLOYER_CONFIGURED in (access.read_scope, access.write_scope):
         return denied(

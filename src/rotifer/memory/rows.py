@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .backend import AgentRecord, Brief, Row, new_row
-from .errors import MemoryError, damaged
+from .errors import AgentMemoryError, damaged
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
-_UNREADABLE = (ValueError, TypeError, KeyError, MemoryError)
+_UNREADABLE = (ValueError, TypeError, KeyError, AgentMemoryError)
 _CATEGORIES: dict[object, Category] = {c.value: c for c in Category}
 _POLICIES: dict[tuple[str, str, str], AccessPolicy] = {}
 

@@ -27,7 +27,7 @@ from .backend import AgentRecord, Backend, Transaction, lookup_holding
 from .changes import Change, log_change, settle, to_entry
 from .clock import Clock, SystemClock
 from .deployer_memory import DeniedMemory, DeployerMemory
-from .errors import ErrorCode, MemoryError, denied, invalid, storage
+from .errors import AgentMemoryError, ErrorCode, denied, invalid, storage
 from .gene_memory import GeneMemory, GeneMemoryAccess
 from .model import DataPolicy
 
@@ -238,7 +238,7 @@ class MemoryStore:
             self.change(agent_id, "retention", lambda tx, record, change: None)
 
     def refuse_outside(self, agent_id: str | None, operation: str, reason: str,
-                       key: str | None = None, actor: str | None = None) -> MemoryError:
+                       key: str | None = None, actor: str | None = None) -> AgentMemoryError:
         """Audit (and report to telemetry) a call refused before any transaction."""
         error = denied(reason)
         change = Change(agent_id, self.clock.now_us(), actor)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
 from rotifer.genes.gene import Gene
-from rotifer.memory import UNSET, GeneMemoryAccess, MemoryEntry, MemoryError
+from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess, MemoryEntry
 from rotifer.memory.errors import invalid
 
 if TYPE_CHECKING:  # the same sink type as Python genes, without importing their runner
@@ -153,7 +153,7 @@ def serve(memory: GeneMemoryAccess, call: dict[str, Any]) -> Any:
 def _reply(memory: GeneMemoryAccess, call: dict[str, Any]) -> dict[str, Any]:
     try:
         return {"ok": serve(memory, call)}
-    except MemoryError as exc:
+    except AgentMemoryError as exc:
         return {"error": exc.to_json()}
     except (TypeError, ValueError, AttributeError) as exc:  # arguments of the wrong shape
         return {"error": {"code": "MEMORY_INVALID_INPUT", "message": str(exc)}}
@@ -234,7 +234,7 @@ def _error(gene: Gene, message: dict[str, Any]) -> Exception:
     kind, text = message.get("kind"), str(message.get("message", ""))
     if kind == "memory":
         try:
-            return MemoryError(str(message.get("code")), text)
+            return AgentMemoryError(str(message.get("code")), text)
         except ValueError:  # the gene threw a MemoryError with a code of its own
             return GeneFailed(f"gene '{gene.name}' threw MemoryError({message.get('code')!r}): "
                               f"{text}")

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import wasmtime
 
-from rotifer.memory import ErrorCode, GeneMemoryAccess, MemoryError
+from rotifer.memory import AgentMemoryError, ErrorCode, GeneMemoryAccess
 
 from . import rawcall, requests
 from .abi import (
@@ -64,7 +64,7 @@ Caller = wasmtime.Caller | int
 class _Refusal(Exception):
     """An early exit with a result code and, maybe, an error body."""
 
-    def __init__(self, result: int, error: MemoryError | None) -> None:
+    def __init__(self, result: int, error: AgentMemoryError | None) -> None:
         super().__init__(result)
         self.result = result
         self.error = error
@@ -210,30 +210,30 @@ class HostFunctions:
                     f"the request [{req_ptr}, {req_ptr + req_len}) is outside the gene's "
                     f"memory of {guest.size} bytes")
             return requests.decode(guest.read(req_ptr, req_len))
-        except MemoryError as exc:
+        except AgentMemoryError as exc:
             raise self._refusal(op, exc) from None
 
     def _perform(self, op: str, request: Any) -> bytes:
         try:
             return requests.perform(op, self.memory, request)
-        except MemoryError as exc:
+        except AgentMemoryError as exc:
             if exc.code is ErrorCode.INVALID_INPUT:
                 raise self._refusal(op, exc) from None
             raise _Refusal(RESULT_OF_CODE[exc.code], exc) from None
         except Exception as exc:
             logger.exception("the %s host function failed", op)
-            raise _Refusal(RESULT_OF_CODE[ErrorCode.STORAGE_ERROR], MemoryError(
+            raise _Refusal(RESULT_OF_CODE[ErrorCode.STORAGE_ERROR], AgentMemoryError(
                 ErrorCode.STORAGE_ERROR, f"the memory host failed: {type(exc).__name__}")
             ) from None
 
-    def _refusal(self, op: str, error: MemoryError) -> _Refusal:
+    def _refusal(self, op: str, error: AgentMemoryError) -> _Refusal:
         """-10 for a bad request -- unless the memory refuses this gene anyway."""
         denied = requests.probe_denied(op, self.memory)
         final = denied if denied is not None else error
         return _Refusal(RESULT_OF_CODE[final.code], final)
 
     @staticmethod
-    def _write_error(guest: CallView, out_ptr: int, out_cap: int, error: MemoryError) -> None:
+    def _write_error(guest: CallView, out_ptr: int, out_cap: int, error: AgentMemoryError) -> None:
         for message in (error.message, ""):
             body = requests.error_body(error.code.value, message) + b"\x00"
             if len(body) <= out_cap:

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-from rotifer.memory import UNSET, ErrorCode, GeneMemoryAccess, MemoryEntry, MemoryError
+from rotifer.memory import UNSET, AgentMemoryError, ErrorCode, GeneMemoryAccess, MemoryEntry
 
 READ: Final = "readMemory"
 WRITE: Final = "writeMemory"
@@ -32,8 +32,8 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
 }
 
 
-def invalid(message: str) -> MemoryError:
-    return MemoryError(ErrorCode.INVALID_INPUT, message)
+def invalid(message: str) -> AgentMemoryError:
+    return AgentMemoryError(ErrorCode.INVALID_INPUT, message)
 
 
 def _no_constants(name: str) -> Any:
@@ -102,7 +102,7 @@ def decode(raw: bytes) -> Any:
         raise invalid(f"the request is not UTF-8 (byte {exc.start})") from None
     try:
         value = _parse(text)
-    except MemoryError:
+    except AgentMemoryError:
         raise
     except RecursionError:
         raise invalid("the request is nested too deeply") from None
@@ -238,7 +238,7 @@ def perform(op: str, memory: GeneMemoryAccess, request: Any) -> bytes:
     return PERFORM[op](memory, request).encode()
 
 
-def probe_denied(op: str, memory: GeneMemoryAccess) -> MemoryError | None:
+def probe_denied(op: str, memory: GeneMemoryAccess) -> AgentMemoryError | None:
     """Ask the memory whether it refuses this gene outright.
 
     A gene without a v2 id (or one run by ``rotifer run``) gets -2 on *every*
@@ -257,7 +257,7 @@ def probe_denied(op: str, memory: GeneMemoryAccess) -> MemoryError | None:
     }
     try:
         calls[op]()
-    except MemoryError as exc:
+    except AgentMemoryError as exc:
         return exc if exc.code is ErrorCode.ACCESS_DENIED else None
     except Exception:
         return None

@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 
 import psycopg
 
-from ..errors import MemoryError, storage
+from ..errors import AgentMemoryError, storage
 from . import schema
 from .connection import BEGIN_ATTEMPTS, MAX_IDLE, Connection, Connections, retryable
 from .rows import storable
@@ -66,7 +66,7 @@ class PostgresBackend:
             raise storage("the memory store is closed")
         return time.monotonic() + self.settings.timeout_s
 
-    def _failed(self, conn: Connection, exc: BaseException, what: str) -> MemoryError:
+    def _failed(self, conn: Connection, exc: BaseException, what: str) -> AgentMemoryError:
         """Return ``conn`` after a failure and make the error the caller sees."""
         self.connections.rollback(conn)
         if self.connections.give_back(conn):
@@ -214,7 +214,7 @@ class PostgresBackend:
             if isinstance(exc, psycopg.Error | UnicodeEncodeError):
                 raise self._failed(conn, exc, "memory store failed") from exc
             self.connections.rollback(conn)
-            if self.connections.give_back(conn) and isinstance(exc, MemoryError):
+            if self.connections.give_back(conn) and isinstance(exc, AgentMemoryError):
                 raise self.connections.timed_out() from exc
             raise
         if tx.conn is None:

@@ -25,7 +25,7 @@ from typing import Any, Final
 import psycopg
 from psycopg import errors as pg_errors
 
-from ..errors import MemoryError, storage
+from ..errors import AgentMemoryError, storage
 from .settings import LOCK_TIMEOUT_MS, Settings, first_line, parse
 from .watchdog import WATCHDOG
 
@@ -141,7 +141,7 @@ class Connections:
             WATCHDOG.disarm(conn)
         return conn
 
-    def timed_out(self, detail: str = "") -> MemoryError:
+    def timed_out(self, detail: str = "") -> AgentMemoryError:
         extra = f" ({detail})" if detail else ""
         return storage(f"the memory database at {self.location} did not answer within "
                        f"{self.settings.timeout_s:g} s (rotifer_timeout){extra}")

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
 
-from ..errors import MemoryError, storage
+from ..errors import AgentMemoryError, storage
 from .schema import SCHEMA_VERSION, STEPS
 from .transaction import SqliteTransaction
 
@@ -72,7 +72,7 @@ class SqliteBackend:
         except sqlite3.Error as exc:
             self.conn.close()
             raise storage(f"the memory database {path} is not usable: {exc}") from exc
-        except MemoryError:
+        except AgentMemoryError:
             self.conn.close()
             raise
 

@@ -90,7 +90,7 @@ from __future__ import annotations
 from .checks import check_export
 from .document import CARRIED, FORMAT, VERSION, Progress, TransferReport, canonical, read_export
 from .move import move_agent
-from .operations import describe, export_agent, import_agent, verify_agent
+from .operations import describe, export_agent, import_agent, verify_import
 
 __all__ = [
     "CARRIED",
@@ -105,5 +105,5 @@ __all__ = [
     "import_agent",
     "move_agent",
     "read_export",
-    "verify_agent",
+    "verify_import",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..backend import AgentRecord, Row
 from ..clock import format_time, parse_time
-from ..errors import ErrorCode, MemoryError, invalid
+from ..errors import AgentMemoryError, ErrorCode, invalid
 from ..model import Category, DataPolicy, MemoryEntry, check_key, check_value, entry_id
 from ..policy import check_fits_data_policy, expires_at
 from .document import (
@@ -156,7 +156,7 @@ class ExportChecker:
         if tail["sha256"] != self.checksum.hexdigest():
             raise invalid("the export fails its total checksum: the file is damaged")
         if self.total > self.quota:
-            raise MemoryError(ErrorCode.QUOTA_EXCEEDED,
+            raise AgentMemoryError(ErrorCode.QUOTA_EXCEEDED,
                               f"agent {self.agent_id!r}'s entries need {self.total} bytes, more "
                               f"than the quota of {self.quota} bytes; nothing was imported (an "
                               "import never evicts)")

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..audit import DEPLOYER
 from ..changes import Change, settle
-from ..errors import ErrorCode, MemoryError, invalid, storage
+from ..errors import AgentMemoryError, ErrorCode, invalid, storage
 from ..store import MemoryStore
 from .checks import ExportChecker
 from .document import Progress, TransferReport, entry_record
@@ -54,7 +54,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     gives the agent a different quota at the destination.
     """
     if not source.has_agent(agent_id):
-        raise MemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in "
+        raise AgentMemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in "
                           f"{describe(source)}")
     if destination.has_agent(agent_id):
         raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "

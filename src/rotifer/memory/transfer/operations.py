@@ -19,7 +19,7 @@ from ..audit import DEPLOYER
 from ..backend import AgentRecord, Row, Transaction
 from ..changes import Change, log_change, settle
 from ..clock import format_time
-from ..errors import ErrorCode, MemoryError, invalid, storage
+from ..errors import AgentMemoryError, ErrorCode, invalid, storage
 from ..model import Category, entry_id
 from ..store import MemoryStore
 from .checks import ExportChecker
@@ -122,7 +122,7 @@ class Tally:
 def open_source(tx: Transaction, agent_id: str, progress: Progress | None) -> AgentRecord:
     record = tx.get_agent(agent_id)
     if record is None:
-        raise MemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in this store")
+        raise AgentMemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in this store")
     if progress is not None:
         progress.start(tx.count(agent_id), record.used_bytes)
     return record
@@ -134,12 +134,13 @@ def head_of(record: AgentRecord, keep_cache: bool, now_us: int, source: str) -> 
             "settings": _settings(record)}
 
 
-def report(checker_or_tally: Tally, agent_id: str, sha256: str, source: str,
-            destination: str) -> TransferReport:
-    t = checker_or_tally
-    return TransferReport(agent=agent_id, entries=t.carried, bytes=t.total, sha256=sha256,
-                          counts=dict(t.counts), left_behind=t.left, left_behind_bytes=t.left_bytes,
-                          source=source, destination=destination)
+def report(tally: Tally, agent_id: str, sha256: str, source: str,
+           destination: str) -> TransferReport:
+    """The report of an export or a move, from what its source side counted."""
+    return TransferReport(agent=agent_id, entries=tally.carried, bytes=tally.total,
+                          sha256=sha256, counts=dict(tally.counts), left_behind=tally.left,
+                          left_behind_bytes=tally.left_bytes, source=source,
+                          destination=destination)
 
 
 # -- export ---------------------------------------------------------------------
@@ -303,8 +304,8 @@ def import_agent(store: MemoryStore, export: Mapping[str, Any] | Path, *,
         source=origin, destination=describe(store))
 
 
-def verify_agent(store: MemoryStore, export: Mapping[str, Any], *,
-                 quota_bytes: int | None = None) -> None:
+def verify_import(store: MemoryStore, export: Mapping[str, Any], *,
+                  quota_bytes: int | None = None) -> None:
     """Check that ``store`` holds exactly what ``export`` describes (else STORAGE_ERROR)."""
     doc = from_mapping(export)
     checker = ExportChecker(doc.head, quota_bytes=quota_bytes)
