@@ -18,7 +18,6 @@ from rotifer.genes.errors import (
 )
 from rotifer.genes.execute import express
 from rotifer.genes.gene import Gene, load_gene, register_gene
-from rotifer.genes.python import stderr_sink
 from rotifer.genes.registry import Registry
 from rotifer.memory import AgentMemoryError, DeniedMemory, MemoryStore
 
@@ -62,11 +61,6 @@ def express(input, ctx):
     assert out == {"agent": AGENT, "name": "who", "domain": "d", "id": g.v2_id,
                    "version": "1.0.0", "logs": ["hello 1"]}
     assert lines == [("who", "hello 1")]
-
-
-def test_stderr_sink(capsys: pytest.CaptureFixture[str]) -> None:
-    stderr_sink("g", "line")
-    assert capsys.readouterr().err == "[g] line\n"
 
 
 def test_runs_the_bytes_that_were_hashed(tmp_path: Path, store: MemoryStore) -> None:

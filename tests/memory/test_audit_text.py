@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rotifer.memory.audit_text import ENCODER, line_text
+from rotifer.memory.audit_text import ENCODER, BriefTemplate, line_text
 from rotifer.memory.backend import Brief
 from rotifer.memory.changes import Change
 from rotifer.memory.model import Category
@@ -83,3 +83,19 @@ def test_head_fields_of_another_type_go_to_the_encoder() -> None:
     assert line_text("t", "a", "write", odd, None, None, 3, None, {}, None) == ENCODER.encode(
         {"ts": "t", "agent": "a", "action": "write", "key": True, "category": None,
          "actor": None, "bytes": 3, "entryId": None})
+
+
+@given(ts=texts, agent=texts, action=texts, actor=optional,
+       shared=extras.filter(lambda d: "createdBy" not in d), seq=st.none() | st.integers(),
+       key=texts, category=texts, nbytes=st.integers(), entry=texts, created_by=texts)
+def test_a_brief_template_makes_the_line_line_text_makes(
+        ts: str, agent: str, action: str, actor: str | None, shared: dict[str, Any],
+        seq: int | None, key: str, category: str, nbytes: int, entry: str,
+        created_by: str) -> None:
+    """The cuts BriefTemplate makes in a sample line fit line_text's field order."""
+    # entryId is the store's hex sha256 (spliced in unquoted); any hex string will do.
+    eid = entry.encode("utf-8", "surrogatepass").hex()
+    assert BriefTemplate(ts, agent, action, actor, shared, seq).text(
+        key, category, nbytes, eid, created_by) == line_text(
+        ts, agent, action, key, category, actor, nbytes, eid,
+        {"createdBy": created_by, **shared}, seq)

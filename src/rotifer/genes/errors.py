@@ -118,8 +118,7 @@ class GeneFailed(RotiferError):
 def rejection_of(output: object) -> GeneRejected | None:
     """A lone ``{"__rotifer_error": {...}}`` output means the gene rejected its input.
 
-    Shared by every kind of gene (the WASM runtime has its own copy so that it
-    does not depend on this helper's position), so a Python, Node or WASM gene
+    The one check every kind of gene uses, so a Python, Node or WASM gene
     rejects its input the same way.
     """
     if not (isinstance(output, dict) and list(output) == ["__rotifer_error"]):

@@ -45,7 +45,6 @@ from __future__ import annotations
 import inspect
 import json
 import signal
-import sys
 import threading
 import types
 from collections.abc import Callable
@@ -269,10 +268,3 @@ def run_python_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
     if rejection is not None:
         raise rejection
     return output
-
-
-def _default_sink(name: str, line: str) -> None:  # pragma: no cover - used by the CLI
-    print(f"[{name}] {line}", file=sys.stderr)
-
-
-stderr_sink: LogSink = _default_sink

@@ -15,7 +15,7 @@ log refuses the open, a removed folder fails it, a new file is appended to.
 So a changed log is still noticed at the next change, never written around.
 
 The end of the file as this process left it is remembered too: its size,
-and the last line written with its hash.  When the file still has exactly
+and the last line's hash and mark (agent, seq, action).  When the file still has exactly
 that size nobody appended since, so the chain link and the check for a
 phantom change need no read of the file's tail (which costs a read, a
 search for the line's start and a SHA-256 per change otherwise).

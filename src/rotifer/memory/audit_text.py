@@ -67,6 +67,36 @@ def line_text(ts: str, agent: str | None, action: str, key: str | None,
     return text + "}"
 
 
+class BriefTemplate:
+    """The lines of one removal of many entries (an eviction, a cleanup), which
+    differ only in key, category, bytes, entryId and createdBy.
+
+    ``text(key, category, nbytes, entry, created_by)`` is byte for byte
+    ``line_text(ts, agent, action, key, category, actor, nbytes, entry,
+    {"createdBy": created_by, **shared}, seq)`` for string fields and an int
+    ``nbytes``: the parts all of them share are cut from one sample line here,
+    beside :func:`line_text`, whose field order the cuts rely on.  What it
+    saves: a write that evicts 100 entries spends ~1 µs a line on its audit
+    text instead of ~4.  ``shared`` must not hold ``createdBy`` or a HEAD field.
+    """
+
+    __slots__ = ("head", "middle", "tail")
+
+    def __init__(self, ts: str, agent: str, action: str, actor: str | None,
+                 shared: Mapping[str, Any], seq: int | None) -> None:
+        sample = line_text(ts, agent, action, "", "", actor, 0, "", {"createdBy": "", **shared},
+                           seq)
+        # A quoted string holds no bare '"', so each cut finds its field's own name.
+        self.head = sample[:sample.index(',"key":') + 7]
+        self.middle = sample[sample.index(',"actor":'):sample.index(',"bytes":') + 9]
+        self.tail = sample[sample.index(',"createdBy":""') + 15:]
+
+    def text(self, key: str, category: str, nbytes: int, entry: str, created_by: str) -> str:
+        return (self.head + quote(key) + ',"category":' + quote(category) + self.middle
+                + int.__repr__(nbytes) + ',"entryId":"' + entry + '","createdBy":'
+                + quote(created_by) + self.tail)
+
+
 def _line_dict(ts: str, agent: str | None, action: str, key: str | None, category: str | None,
                actor: str | None, nbytes: int, entry: str | None, extra: Mapping[str, Any],
                seq: int | None) -> dict[str, Any]:

@@ -32,11 +32,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring as quote  # the escaping audit lines use
 from typing import Any
 
 from .audit import AuditLog, encode_lines, rolled_back_line
-from .audit_text import HEAD, line_text
+from .audit_text import HEAD, BriefTemplate, line_text
 from .backend import Backend, Brief, Row, Transaction
 from .clock import Clock, format_time
 from .errors import AgentMemoryError, ErrorCode
@@ -104,9 +103,8 @@ class Change:
         b.size, actor, createdBy=b.created_by, **shared)`` would record each.
 
         What it saves: the fields all of them share (time, agent, action,
-        actor, ``shared``, seq) are formatted once instead of per line, so a
-        write that evicts 100 entries spends ~1 µs a line on its audit text
-        instead of ~4."""
+        actor, ``shared``, seq) are formatted once instead of per line
+        (:class:`~rotifer.memory.audit_text.BriefTemplate`)."""
         if not briefs:
             return
         ts = format_time(self.now_us)
@@ -118,12 +116,7 @@ class Change:
                           **shared)
             return
         seq = self.seq
-        sample = line_text(ts, agent, action, "", "", who, 0, "", {"createdBy": "", **shared},
-                           seq)
-        # The texts differ only in key, category, bytes, entryId and createdBy.
-        head = sample[:sample.index(',"key":') + 7]
-        middle = sample[sample.index(',"actor":'):sample.index(',"bytes":') + 9]
-        tail = sample[sample.index(',"createdBy":""') + 15:]
+        text = BriefTemplate(ts, agent, action, who, shared, seq).text
         lines, texts = self.lines, self.texts
         for b in briefs:
             key, category, size, created_by = b.key, b.category, b.size, b.created_by
@@ -137,9 +130,7 @@ class Change:
             if seq is not None:
                 entry["seq"] = seq
             lines.append(entry)
-            texts.append(head + quote(key) + ',"category":' + quote(category.value) + middle
-                         + int.__repr__(size) + ',"entryId":"' + eid + '","createdBy":'
-                         + quote(created_by) + tail)
+            texts.append(text(key, category.value, size, eid, created_by))
 
     def refuse(self, error: AgentMemoryError, operation: str, key: str | None,
                category: Category | None, nbytes: int = 0) -> None:

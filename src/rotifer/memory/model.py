@@ -13,7 +13,7 @@ import base64
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any, Final, TypeVar
@@ -310,9 +310,27 @@ class MemoryEntry:
 
 
 _new_object = object.__new__
-(_set_entry_id, _set_category, _set_key, _set_value, _set_created_by, _set_last_accessed_by,
- _set_created_at, _set_updated_at, _set_access_policy, _set_retention_policy) = (
-    MemoryEntry.__dict__[f.name].__set__ for f in dataclasses.fields(MemoryEntry))
+
+
+def _slot_setter(name: str) -> Callable[[MemoryEntry, Any], None]:
+    """The ``__set__`` of field ``name``'s slot, found by name: reordering the
+    dataclass's fields cannot swap two of them in :func:`stored_entry`."""
+    if name not in {f.name for f in dataclasses.fields(MemoryEntry)}:
+        raise AttributeError(f"MemoryEntry has no field {name!r}")
+    setter: Callable[[MemoryEntry, Any], None] = MemoryEntry.__dict__[name].__set__
+    return setter
+
+
+_set_entry_id = _slot_setter("entry_id")
+_set_category = _slot_setter("category")
+_set_key = _slot_setter("key")
+_set_value = _slot_setter("value")
+_set_created_by = _slot_setter("created_by")
+_set_last_accessed_by = _slot_setter("last_accessed_by")
+_set_created_at = _slot_setter("created_at")
+_set_updated_at = _slot_setter("updated_at")
+_set_access_policy = _slot_setter("access_policy")
+_set_retention_policy = _slot_setter("retention_policy")
 
 
 def stored_entry(entry_id: str, category: Category, key: str, value: bytes, created_by: str,

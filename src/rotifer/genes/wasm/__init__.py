@@ -5,13 +5,14 @@ memory view; ``compile_wat`` is ``rotifer compile``.  See docs/wasm.md for the
 ABI, the result codes, the limits and the module cache.
 """
 
+from rotifer.genes.errors import rejection_of
+
 from .compile import compile_wat
 from .limits import Limits
 from .runtime import (
     GeneInstance,
     prepare,
     prepare_code,
-    rejection_of,
     run_wasm_code,
     run_wasm_gene,
 )

@@ -104,10 +104,6 @@ class AbiViolation(Exception):
 GeneShape = Literal["express", "command"]
 
 
-def imports_wasi(module: wasmtime.Module) -> bool:
-    return any(imp.module == WASI_MODULE for imp in module.imports)
-
-
 def check_module(module: wasmtime.Module) -> GeneShape:
     """Refuse a module the host cannot run before anything is instantiated;
     return its shape.

@@ -49,7 +49,6 @@ WASI_SIGNATURES: Final[dict[str, tuple[str, str]]] = {
     "sched_yield": ("", "i"), "random_get": ("ii", "i"), "sock_accept": ("iii", "i"),
     "sock_recv": ("iiiiii", "i"), "sock_send": ("iiiii", "i"), "sock_shutdown": ("ii", "i"),
 }
-WASI_FUNCTIONS: Final = frozenset(WASI_SIGNATURES)
 
 
 def wasi_type(name: str) -> FuncType | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import wasmtime
 
-from rotifer.genes.errors import CompileFailed, GeneFailed, GeneRejected
+from rotifer.genes.errors import CompileFailed, GeneFailed, rejection_of
 from rotifer.memory import GeneMemoryAccess
 
 from .abi import (
@@ -294,17 +294,6 @@ class GeneInstance:
         if rejection is not None:
             raise rejection
         return output
-
-
-def rejection_of(output: Any) -> GeneRejected | None:
-    """A lone ``{"__rotifer_error": {...}}`` output means the gene rejected its input."""
-    if not (isinstance(output, dict) and list(output) == ["__rotifer_error"]):
-        return None
-    body = output["__rotifer_error"]
-    code = body.get("code") if isinstance(body, dict) else None
-    message = body.get("message") if isinstance(body, dict) else None
-    return GeneRejected(code if isinstance(code, str) and code else "GENE_REJECTED",
-                        message if isinstance(message, str) else "")
 
 
 def prepare_code(code: bytes, file_name: str, cache_dir: Path | None = None) -> wasmtime.Module:

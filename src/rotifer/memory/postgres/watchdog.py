@@ -66,10 +66,6 @@ class Watchdog:
         with self._cond:
             self._armed.pop(id(conn), None)
 
-    def fired(self, conn: Connection) -> bool:
-        with self._cond:
-            return id(conn) in self._fired
-
     def _watch(self) -> None:
         with self._cond:
             while True:

@@ -17,10 +17,6 @@ def retention_to_text(policy: RetentionPolicy | None) -> str | None:
     return None if policy is None else json.dumps(policy.to_json(), separators=(",", ":"))
 
 
-def retention_from_text(text: str | None) -> RetentionPolicy | None:
-    return None if text is None else _parse_retention(text)
-
-
 @functools.lru_cache(maxsize=256)
 def _parse_retention(text: str) -> RetentionPolicy:
     """Stored retention policies repeat; parse each text once (they are immutable)."""
