@@ -119,14 +119,22 @@ export function express(input: { hang: boolean }) {
 @pytest.mark.parametrize("hang", [False, True])
 def test_processes_a_gene_starts_end_with_its_run(project: Project, hang: bool) -> None:
     node_gene(project, "spawner", SPAWN)
+    pid_file = project.genes_dir / "spawner" / "grandchild.pid"
     if hang:
-        # Long enough for node to start and spawn on a loaded machine (load 13 on
-        # 2 cores once timed it out before the pid file was written).
-        with pytest.raises(GeneFailed, match="timed out"):
-            run_gene(project, "spawner", {"hang": True}, deadline_s=6.0)
+        # The deadline must fall after node started and wrote the pid file, which
+        # takes however long a loaded machine makes it (load 13 on 2 cores once
+        # took more than 2 s): a run that timed out before the file was written
+        # proves nothing, so the deadline doubles until one did.
+        deadline_s = 2.0
+        while True:
+            with pytest.raises(GeneFailed, match="timed out"):
+                run_gene(project, "spawner", {"hang": True}, deadline_s=deadline_s)
+            if pid_file.exists() or deadline_s >= 128:
+                break
+            deadline_s *= 2
     else:
         run_gene(project, "spawner", {"hang": False})
-    pid = int((project.genes_dir / "spawner" / "grandchild.pid").read_text())
+    pid = int(pid_file.read_text())
     assert gone(pid), "the gene's child process outlived the run"
 
 

@@ -187,8 +187,13 @@ def test_minus_four_when_fuel_runs_low(store: MemoryStore) -> None:
 
 
 def test_minus_four_once_the_deadline_has_passed(store: MemoryStore) -> None:
+    """Past the (soft) deadline a host call returns -4.  The grace before the hard
+    stop is an hour here, not 0.1 s, so a loaded machine that pauses the gene
+    between its -4 and its return cannot make the trap win."""
     memory = store.for_gene(AGENT, gene_id("err_budget"), "probe")
-    out = run_wasm_gene(gene("err_budget"), {}, memory, deadline_s=0.2, fuel=10**13)
+    limits = Limits(deadline_s=0.2, fuel=10**13, grace_s=3600.0)
+    with GeneInstance(prepare(gene("err_budget")), memory, limits) as inst:
+        out = inst.express({})
     assert out["probe"] == {"result": -4, "body": None}
     assert out["calls"] > 1
 

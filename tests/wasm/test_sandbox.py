@@ -7,6 +7,7 @@ Nothing here may crash or hang the host; every failure is a GeneFailed
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import wasmtime
 
 from rotifer.genes.errors import GeneFailed, GeneRejected
 from rotifer.genes.wasm import GeneInstance, Limits, prepare, run_wasm_gene
+from rotifer.genes.wasm.limits import DEFAULT_DEADLINE_S, DEFAULT_FUEL
 from rotifer.memory import DeniedMemory, MemoryStore
 
 from .conftest import AGENT, ROOMY, audit_lines, gene, gene_id, open_harness
@@ -46,8 +48,17 @@ def test_an_infinite_loop_is_stopped_by_the_deadline() -> None:
 
 
 def test_default_fuel_stops_a_loop_well_before_the_default_deadline() -> None:
-    with pytest.raises(GeneFailed, match="ran out of fuel"):
-        run_wasm_gene(gene("loop"), {}, DeniedMemory())
+    """DEFAULT_FUEL is worth well under DEFAULT_DEADLINE_S of this machine's CPU.
+
+    Measured in the thread's CPU time, which a loaded machine does not stretch
+    the way it stretches the wall clock (load 13 on 2 cores once made a wall
+    clock deadline win the race), with the deadline out of the way."""
+    cpu = time.thread_time()
+    with pytest.raises(GeneFailed, match=r"ran out of fuel \(2000000000 units\)"):
+        run_wasm_gene(gene("loop"), {}, DeniedMemory(), deadline_s=3600.0)
+    cpu = time.thread_time() - cpu
+    assert DEFAULT_FUEL == 2_000_000_000
+    assert cpu < DEFAULT_DEADLINE_S / 2, f"the default fuel took {cpu:.1f} s of CPU"
 
 
 def test_a_start_function_that_never_returns_is_stopped(tmp_path: Path) -> None:

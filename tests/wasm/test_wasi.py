@@ -85,7 +85,9 @@ FLOOD = "(loop $forever " + WRITE_DATA + " (br $forever))"
 
 
 def test_a_command_gene_flooding_stdout_and_ignoring_errors_is_stopped() -> None:
-    limits = Limits(deadline_s=1.0, fuel=10**15, max_output_bytes=4096)
+    # Fuel, not the deadline, ends the loop: ~16,000 writes of 100 bytes, past the
+    # cap whatever the machine's load (a deadline would race the writes).
+    limits = Limits(deadline_s=3600.0, fuel=100_000, max_output_bytes=4096)
     module = wasmtime.Module(_engine(), command(FLOOD, "x" * 100))
     with GeneInstance(module, DeniedMemory(), limits, name="w") as inst, \
             pytest.raises(GeneFailed) as caught:
