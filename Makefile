@@ -40,8 +40,10 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# --durations=25: every run ends with its 25 slowest tests, so a test that
+# makes the suite slower is seen the day it lands (make test must stay < ~10 min).
 pytest: install node-deps
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q --durations=25
 
 test: lint typecheck pytest
 

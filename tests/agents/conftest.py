@@ -1,26 +1,14 @@
-"""Fixtures for the agent tests: a real project in a temp dir (SQLite memory)."""
+"""Helpers for the agent tests: a real project in a temp dir (SQLite memory).
+
+The ``project`` fixture and the environment cleaning are in tests/conftest.py
+(the Node tests use them too)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from rotifer.agents.project import Project
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tests pick their project and store explicitly."""
-    monkeypatch.delenv("ROTIFER_PROJECT", raising=False)
-    monkeypatch.delenv("ROTIFER_MEMORY_URL", raising=False)
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Project:
-    return Project.init(tmp_path / "proj")
 
 
 def audit_lines(project: Project) -> list[dict[str, Any]]:

@@ -1,10 +1,23 @@
-"""Running the real ``rotifer`` console script in subprocesses, on temporary projects.
+"""Running the real ``rotifer`` command line on temporary projects.
 
-Every test in tests/cli goes through :func:`run`: a fresh process, a clean
-environment (no ``ROTIFER_PROJECT`` or ``ROTIFER_MEMORY_URL`` from the caller,
-telemetry off), the working folder the test chooses.  :func:`refused` checks
-what every refusal must look like: the right exit status, no traceback, and a
-last stderr line ``CODE: message``.
+Two ways, the same code and the same clean environment (no ``ROTIFER_PROJECT``,
+``ROTIFER_MEMORY_URL`` or ``ROTIFER_DEBUG`` from the caller, telemetry off), in
+the working folder the test chooses:
+
+* :func:`run`, :func:`ok`, :func:`refused`: the ``rotifer`` console script in a
+  fresh process.  For what only a process shows: exit statuses on signals and
+  interrupts, terminal escaping, what reaches file descriptors 1 and 2 (a
+  gene's ``os.write(1, ...)``), a killed run.
+* :func:`run_here`, :func:`ok_here`, :func:`refused_here`: in this process,
+  through the CLI's own entry point (``rotifer.cli.main.run``: its error
+  handling and exit statuses) under click's ``CliRunner`` isolation, as
+  sqlite-utils tests its CLI.  For tests that only read stdout, stderr and the
+  status: no interpreter start-up per command (about a second each on a
+  loaded machine).  :func:`init_project`, :func:`wrap` and :func:`agent_list`
+  (set-up that runs no gene) use it.
+
+:func:`refused` checks what every refusal must look like: the right exit
+status, no traceback, and a last stderr line ``CODE: message``.
 """
 
 from __future__ import annotations
@@ -15,9 +28,13 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from rotifer.cli.main import run as cli_run
 from rotifer.memory import MemoryStore
 from tests.genes.helpers import write_gene, write_wat_gene
 
@@ -49,21 +66,48 @@ def run(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | N
                           input=stdin if stdin is not None else "")
 
 
-def ok(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-       ) -> str:
-    done = run(cwd, *args, env=env, stdin=stdin)
+def run_here(cwd: Path, *args: str, env: dict[str, str] | None = None,
+             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """:func:`run` in this process (see the module docstring): the same result."""
+    environment: dict[str, str | None] = dict.fromkeys(
+        ("ROTIFER_MEMORY_URL", "ROTIFER_PROJECT", "ROTIFER_DEBUG"))
+    environment["ROTIFER_TELEMETRY"] = "0"
+    environment.update(env or {})
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with CliRunner().isolation(input=stdin or "", env=environment) as (out, err, _):
+            status = cli_run(list(args))
+    finally:
+        os.chdir(before)
+    return subprocess.CompletedProcess(["rotifer", *args], status,
+                                       out.getvalue().decode(), err.getvalue().decode())
+
+
+Runner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def ok(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None,
+       runner: Runner = run) -> str:
+    done = runner(cwd, *args, env=env, stdin=stdin)
     assert done.returncode == 0, (args, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr, done.stderr
     return done.stdout
 
 
-def refused(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None,
+def ok_here(cwd: Path, *args: str, env: dict[str, str] | None = None,
             stdin: str | None = None) -> str:
+    """:func:`ok` in this process."""
+    return ok(cwd, *args, env=env, stdin=stdin, runner=run_here)
+
+
+def refused(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None,
+            stdin: str | None = None, runner: Runner = run) -> str:
     """Run a command that must fail with ``code``; its stderr.
 
     Exit status 2 for a wrong command line (USAGE_ERROR), else 1; never a
     traceback; the last stderr line is ``CODE: message``."""
-    done = run(cwd, *args, env=env, stdin=stdin)
+    done = runner(cwd, *args, env=env, stdin=stdin)
     expected = 2 if code == "USAGE_ERROR" else 1
     assert done.returncode == expected, (args, done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr, done.stderr
@@ -74,13 +118,19 @@ def refused(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None,
     return done.stderr
 
 
+def refused_here(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None,
+                 stdin: str | None = None) -> str:
+    """:func:`refused` in this process."""
+    return refused(cwd, code, *args, env=env, stdin=stdin, runner=run_here)
+
+
 def last_line(stderr: str) -> str:
     return stderr.strip().splitlines()[-1]
 
 
 def init_project(root: Path) -> Path:
     """``rotifer init ROOT`` (run from ROOT's parent); returns ROOT."""
-    ok(root.parent, "init", str(root))
+    ok_here(root.parent, "init", str(root))
     return root
 
 
@@ -104,7 +154,7 @@ def v2_of(stdout: str) -> str:
 
 def wrap(root: Path, name: str) -> str:
     """``rotifer wrap NAME``; the v2 id it printed."""
-    return v2_of(ok(root, "wrap", name))
+    return v2_of(ok_here(root, "wrap", name))
 
 
 def audit(root: Path) -> list[dict[str, Any]]:
@@ -124,7 +174,7 @@ def copy_spec(source: Path, destination: Path, name: str = "bot") -> None:
 
 def agent_list(root: Path) -> list[dict[str, Any]]:
     """``rotifer agent list --json``."""
-    data: list[dict[str, Any]] = json.loads(ok(root, "agent", "list", "--json"))
+    data: list[dict[str, Any]] = json.loads(ok_here(root, "agent", "list", "--json"))
     return data
 
 

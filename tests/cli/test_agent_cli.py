@@ -1,4 +1,4 @@
-"""``rotifer agent create | list | run | update-genes`` through real subprocesses:
+"""``rotifer agent create | list | run | update-genes`` through the real CLI in-process:
 the seed's formatter that remembers the indent, quotas and data policies, and
 every refusal leaving no agent behind."""
 
@@ -20,12 +20,18 @@ from .helpers import (
     audit,
     init_project,
     last_line,
-    ok,
-    refused,
-    run,
     spec_path,
     store_agents,
     wrap,
+)
+from .helpers import (
+    ok_here as ok,
+)
+from .helpers import (
+    refused_here as refused,
+)
+from .helpers import (
+    run_here as run,
 )
 
 MB = 1024 * 1024

@@ -1,4 +1,4 @@
-"""``rotifer agent audit verify | show`` through real subprocesses: a log that agrees
+"""``rotifer agent audit verify | show`` through the real CLI in-process: a log that agrees
 with the store passes; an edited, removed or swapped line, a store changed
 behind the log's back, and a change logged but never committed are each found."""
 
@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import add_gene, init_project, ok, refused, wrap
+from .helpers import (
+    add_gene,
+    init_project,
+    wrap,
+)
+from .helpers import (
+    ok_here as ok,
+)
+from .helpers import (
+    refused_here as refused,
+)
 from .test_memory_cli import MEMO, WRITES
 
 

@@ -1,4 +1,4 @@
-"""A TypeScript gene through the real ``rotifer`` command: wrap, agent run
+"""A TypeScript gene through the real ``rotifer`` command (in-process): wrap, agent run
 (remembers), run alone (refused), test."""
 
 from __future__ import annotations
@@ -9,7 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.helpers import add_gene, init_project, ok, refused, wrap
+from tests.cli.helpers import (
+    add_gene,
+    init_project,
+    wrap,
+)
+from tests.cli.helpers import (
+    ok_here as ok,
+)
+from tests.cli.helpers import (
+    refused_here as refused,
+)
 
 SEED = Path(__file__).parents[1] / "node" / "genes" / "seed_formatter.ts"
 

@@ -1,5 +1,5 @@
-"""``rotifer agent move | export | import`` through real subprocesses, on real
-SQLite files and the real PostgreSQL server of tests/memory/conftest.py.
+"""``rotifer agent move | export | import`` through the real CLI in-process, on real
+SQLite files and the real PostgreSQL server of tests/pg_plugin.py.
 
 The memory layer's guarantees are tested in tests/memory/test_transfer.py;
 here: the commands pick the right stores, record the binding, print what
@@ -16,9 +16,18 @@ from typing import Any
 import pytest
 
 from rotifer.memory import Category, MemoryStore
-from tests.memory.conftest import pg_fresh_url, pg_schemas, pg_url  # noqa: F401  (fixtures)
 
-from .helpers import audit, copy_spec, init_project, ok, refused
+from .helpers import (
+    audit,
+    copy_spec,
+    init_project,
+)
+from .helpers import (
+    ok_here as ok,
+)
+from .helpers import (
+    refused_here as refused,
+)
 
 PG = pytest.mark.postgres
 
@@ -84,7 +93,7 @@ NO_CACHE = {**ALL, "memo/cache": None}
 
 
 @PG
-def test_move_to_postgres_and_back(proj: Path, pg_fresh_url: str) -> None:  # noqa: F811
+def test_move_to_postgres_and_back(proj: Path, pg_fresh_url: str) -> None:
     before = entries(proj)
     out = ok(proj, "agent", "move", "bot", "--to", pg_fresh_url)
     assert "Moved agent 'bot': 3 entries" in out and "1 CACHE entry (" in out
@@ -107,7 +116,7 @@ def test_move_to_postgres_and_back(proj: Path, pg_fresh_url: str) -> None:  # no
 
 
 @PG
-def test_move_keep_cache_and_relative_sqlite_paths(proj: Path, pg_fresh_url: str  # noqa: F811
+def test_move_keep_cache_and_relative_sqlite_paths(proj: Path, pg_fresh_url: str
                                                    ) -> None:
     ok(proj, "agent", "move", "bot", "--to", pg_fresh_url, "--keep-cache")
     assert reads(proj) == ALL

@@ -11,6 +11,9 @@ import pytest
 
 from tests.cli.helpers import add_wat_gene, audit, init_project, ok, refused, v2_of
 
+# Subprocesses, not in-process runs: the module cache is tested across processes
+# (one process also keeps compiled modules in memory).
+
 
 @pytest.fixture
 def proj(tmp_path: Path) -> Path:

@@ -1,18 +1,29 @@
-"""Small helpers shared by the memory tests (genes ids, audit reading)."""
+"""Small helpers shared by the memory tests (genes ids, audit reading, codes)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from rotifer.memory import AgentMemoryError, ErrorCode
 from rotifer.memory.model import EVICTION_ORDER
 
 
 def gene_id(name: str) -> str:
     return "v2:" + hashlib.sha256(name.encode()).hexdigest()
+
+
+def code_of(fn: Callable[[], object]) -> ErrorCode:
+    """The code of the AgentMemoryError ``fn()`` raises (it must raise one)."""
+    with pytest.raises(AgentMemoryError) as info:
+        fn()
+    return info.value.code
 
 
 def audit_lines(rotifer_dir: Path) -> list[dict[str, Any]]:

@@ -25,15 +25,8 @@ A = gene_id("a")
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock("2026-03-01T12:00:00Z")
-
-
-@pytest.fixture
-def store(store_factory: StoreFactory, tmp_path: Path, clock: ManualClock) -> MemoryStore:
-    s = store_factory(tmp_path / ".rotifer", clock=clock)
-    s.create_agent("agent", quota_bytes=100_000)
-    return s
+def agent_quota() -> int:
+    return 100_000
 
 
 def test_times_strictly_increase_when_the_clock_steps_back_or_stands_still(

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -33,12 +33,6 @@ def storage_error(fn: Callable[[], object]) -> AgentMemoryError:
         fn()
     assert info.value.code is ErrorCode.STORAGE_ERROR, info.value
     return info.value
-
-
-@pytest.fixture
-def admin(pg_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        yield conn
 
 
 def test_memory_url_selects_postgres(pg_fresh_url: str, tmp_path: Path,

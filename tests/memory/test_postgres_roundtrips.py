@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,6 @@ AGENT = "agent"
 def backend(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
     return kind
-
-
-@pytest.fixture
-def admin(pg_url: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        yield conn
 
 
 def _schema(store: MemoryStore) -> str:

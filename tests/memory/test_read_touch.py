@@ -14,7 +14,7 @@ import pytest
 
 from rotifer.memory import ManualClock, MemoryStore
 
-from .conftest import ALL_BACKENDS, StoreFactory
+from .conftest import ALL_BACKENDS
 from .helpers import RETAIN_1_DAY, audit_lines, gene_id
 
 A, B, C = gene_id("a"), gene_id("b"), gene_id("c")
@@ -24,18 +24,6 @@ A, B, C = gene_id("a"), gene_id("b"), gene_id("c")
 def backend(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
     return kind
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock("2026-03-01T12:00:00Z")
-
-
-@pytest.fixture
-def store(store_factory: StoreFactory, tmp_path: Path, clock: ManualClock) -> MemoryStore:
-    s = store_factory(tmp_path / ".rotifer", clock=clock)
-    s.create_agent("agent")
-    return s
 
 
 def test_a_read_by_another_gene_notes_it_without_a_change(store: MemoryStore,

@@ -14,7 +14,7 @@ database (two "processes" in one thread), picking one of them for every call,
 so each must see what the other wrote.
 
 Both machines run on each backend: SQLite (``TestMemoryStateful``,
-``TestTwinStores``) and the real PostgreSQL server of ``conftest.py``
+``TestTwinStores``) and the real PostgreSQL server of ``tests/pg_plugin.py``
 (``test_stateful_on_postgres``), where every example gets a new, empty schema
 so examples never see each other's rows.  PostgreSQL runs fewer examples
 (``ROTIFER_STATEFUL_PG_EXAMPLES``, ``ROTIFER_STATEFUL_PG_TWIN_EXAMPLES``): each

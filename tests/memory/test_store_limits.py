@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from rotifer.memory import (
-    AgentMemoryError,
     Category,
     ErrorCode,
     GeneMemory,
@@ -17,37 +15,20 @@ from rotifer.memory import (
     parse_size,
 )
 
-from .conftest import StoreFactory
-from .helpers import actions, gene_id
+from .helpers import actions, code_of, gene_id
 
 A, B = gene_id("a"), gene_id("b")
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock("2026-03-01T12:00:00Z")
-
-
-@pytest.fixture
-def rot(tmp_path: Path) -> Path:
-    return tmp_path / ".rotifer"
-
-
-@pytest.fixture
-def store(store_factory: StoreFactory, rot: Path, clock: ManualClock) -> MemoryStore:
-    """An empty store on each backend in turn (SQLite file, PostgreSQL schema)."""
-    return store_factory(rot, clock=clock)
+def store(empty_store: MemoryStore) -> MemoryStore:
+    """No agent yet: each test creates the agents it needs."""
+    return empty_store
 
 
 def small(store: MemoryStore, quota: int = 100, gid: str = A) -> GeneMemory:
     store.create_agent("small", quota_bytes=quota)
     return store.for_gene("small", gid, "d")
-
-
-def code_of(fn: Callable[[], object]) -> ErrorCode:
-    with pytest.raises(AgentMemoryError) as info:
-        fn()
-    return info.value.code
 
 
 def keys(g: GeneMemory) -> list[str]:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from rotifer.memory import (
-    AgentMemoryError,
     DataPolicy,
     ErrorCode,
     GeneMemory,
@@ -18,39 +17,20 @@ from rotifer.memory import (
 )
 
 from .conftest import StoreFactory
-from .helpers import RETAIN_1_DAY, actions, audit_lines, gene_id
+from .helpers import RETAIN_1_DAY, actions, audit_lines, code_of, gene_id
 
 A, B = gene_id("a"), gene_id("b")
 DAY_US = 86_400 * 1_000_000
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock("2026-03-01T12:00:00Z")
-
-
-@pytest.fixture
-def rot(tmp_path: Path) -> Path:
-    return tmp_path / ".rotifer"
-
-
-@pytest.fixture
-def store(store_factory: StoreFactory, rot: Path, clock: ManualClock) -> MemoryStore:
-    """The agent's store on each backend in turn (SQLite file, PostgreSQL schema)."""
-    s = store_factory(rot, clock=clock)
-    s.create_agent("agent", quota_bytes=1000)
-    return s
+def agent_quota() -> int:
+    return 1000
 
 
 @pytest.fixture
 def g(store: MemoryStore) -> GeneMemory:
     return store.for_gene("agent", A, "d")
-
-
-def code_of(fn: Callable[[], object]) -> ErrorCode:
-    with pytest.raises(AgentMemoryError) as info:
-        fn()
-    return info.value.code
 
 
 # -- retention -----------------------------------------------------------------

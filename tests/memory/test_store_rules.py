@@ -13,7 +13,6 @@ import pytest
 from rotifer.memory import (
     UNSET,
     AccessPolicy,
-    AgentMemoryError,
     Category,
     DataPolicy,
     DeniedMemory,
@@ -26,8 +25,8 @@ from rotifer.memory import (
     SharePolicy,
 )
 
-from .conftest import ALL_BACKENDS, StoreFactory
-from .helpers import RETAIN_1_DAY, actions, audit_lines, gene_id
+from .conftest import ALL_BACKENDS
+from .helpers import RETAIN_1_DAY, actions, audit_lines, code_of, gene_id
 
 A, B, C = gene_id("a"), gene_id("b"), gene_id("c")
 
@@ -39,24 +38,6 @@ def backend(request: pytest.FixtureRequest) -> str:
     return kind
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock("2026-03-01T12:00:00Z")
-
-
-@pytest.fixture
-def rot(tmp_path: Path) -> Path:
-    return tmp_path / ".rotifer"
-
-
-@pytest.fixture
-def store(store_factory: StoreFactory, rot: Path, clock: ManualClock) -> MemoryStore:
-    """The agent's store on each backend in turn (SQLite file, PostgreSQL schema)."""
-    s = store_factory(rot, clock=clock)
-    s.create_agent("agent")
-    return s
-
-
 Gene = Callable[..., GeneMemory]
 
 
@@ -65,12 +46,6 @@ def gene(store: MemoryStore) -> Gene:
     def make(gid: str = A, domain: str | None = "fmt", agent: str = "agent") -> GeneMemory:
         return store.for_gene(agent, gid, domain)
     return make
-
-
-def code_of(fn: Callable[[], object]) -> ErrorCode:
-    with pytest.raises(AgentMemoryError) as info:
-        fn()
-    return info.value.code
 
 
 # -- entries -------------------------------------------------------------------

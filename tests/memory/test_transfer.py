@@ -1,5 +1,5 @@
 """Moving an agent's memory: export, import and move, on real SQLite files and
-the real PostgreSQL server of ``conftest.py`` (issue 5).
+the real PostgreSQL server of ``tests/pg_plugin.py`` (issue 5).
 
 The seed: PREFERENCE, PATTERN and CONTEXT go with the agent "with their access
 policies, retention policies and createdBy unchanged"; CACHE may stay behind.
@@ -42,7 +42,7 @@ from rotifer.memory.transfer import (
 )
 
 from .conftest import SchemaMaker
-from .helpers import audit_lines, gene_id
+from .helpers import audit_lines, code_of, gene_id
 
 A, B, C = gene_id("fmt-1"), gene_id("net-1"), gene_id("fmt-2")
 PG = pytest.mark.postgres
@@ -76,11 +76,6 @@ class Side:
 
     def actions(self) -> list[str]:
         return [line["action"] for line in self.lines()]
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock("2026-03-01T12:00:00Z")
 
 
 @pytest.fixture
@@ -157,12 +152,6 @@ def same(now: tuple[Any, ...], before: tuple[Any, ...], changes: int) -> bool:
     return (entries == was_entries and record.next_seq == was.next_seq + changes
             and record.last_us > was.last_us
             and record._replace(next_seq=0, last_us=0) == was._replace(next_seq=0, last_us=0))
-
-
-def code_of(fn: Callable[[], object]) -> ErrorCode:
-    with pytest.raises(AgentMemoryError) as info:
-        fn()
-    return info.value.code
 
 
 # -- moving ----------------------------------------------------------------------

@@ -13,8 +13,6 @@ import shutil
 
 import pytest
 
-from tests.agents.conftest import _clean_env, project  # noqa: F401  (fixtures)
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if shutil.which("node") or os.environ.get("ROTIFER_NODE") or os.environ.get("CI"):

@@ -9,8 +9,8 @@ into the table in ``docs/reliability.md``; they travel as the test's
 ``user_properties`` (``area``, ``attack``, ``holds``, ``how``), and a test can
 add measured figures with the ``figure`` fixture (``figure("kills", 200)``).
 
-The PostgreSQL fixtures (``backend``, ``store_factory``, ``pg_url``, ...) are
-the memory suite's; see tests/memory/conftest.py.
+The PostgreSQL fixtures (``backend``, ``store_factory``, ``pg_url``, ...) come
+from the shared plugin, tests/pg_plugin.py.
 """
 
 from __future__ import annotations
@@ -19,14 +19,6 @@ import inspect
 from collections.abc import Callable
 
 import pytest
-
-from tests.memory.conftest import (  # noqa: F401  (fixtures, used by name)
-    backend,
-    pg_fresh_url,
-    pg_schemas,
-    pg_url,
-    store_factory,
-)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -4,7 +4,7 @@ Tests build their genes from source into a temporary directory (built
 ``.wasm`` files are never committed).  When a toolchain is missing, a test
 that needs it is skipped -- except under ``CI`` (any non-empty value), where
 it fails, because ``.ci/run`` installs every toolchain (the same rule as for
-PostgreSQL in ``tests/memory/conftest.py``).
+PostgreSQL in ``tests/pg_plugin.py``).
 
 How to use it (from any test module under ``tests/``)::
 

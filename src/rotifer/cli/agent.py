@@ -30,7 +30,14 @@ COMPOSITION_HELP = ("how the genes compose: seq (each gets the previous output),
 
 @click.group("agent")
 def agent_group() -> None:
-    """Create, list and run agents; view and clear their memory."""
+    """Create, list and run agents; view and clear their memory.
+
+    Example:
+
+    \b
+        rotifer agent create helper --genes formatter
+        rotifer agent run helper --input '{"text": "hi"}'
+    """
 
 
 def _gene_list(values: tuple[str, ...]) -> list[str]:
@@ -69,7 +76,13 @@ def _data_policy(path: Path | None) -> DataPolicy | None:
 @click.pass_context
 def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], composition: str,
                    quota: str | None, policy_file: Path | None) -> None:
-    """Create agent NAME from genes, with an empty memory of its own."""
+    """Create agent NAME from genes, with an empty memory of its own.
+
+    Example:
+
+    \b
+        rotifer agent create helper --genes formatter,checker --memory-quota 5MB
+    """
     from rotifer.agents.genome import Agents
     from rotifer.memory import DEFAULT_QUOTA_BYTES, parse_size
 
@@ -91,7 +104,13 @@ def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], compos
 @click.pass_context
 def update_genes_command(ctx: click.Context, name: str, genes: tuple[str, ...],
                          composition: str | None) -> None:
-    """Replace the genes of agent NAME; its memory stays as it is."""
+    """Replace the genes of agent NAME; its memory stays as it is.
+
+    Example:
+
+    \b
+        rotifer agent update-genes helper --genes formatter,checker,summarizer
+    """
     from rotifer.agents.genome import Agents
 
     spec = Agents(common.project_of(ctx)).set_genes(name, _gene_list(genes), composition)
@@ -109,6 +128,11 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
     gone or a store that cannot be opened) does not hide the others: they are
     listed on stdout, each broken one gets a ``CODE: message`` line on stderr,
     and the exit status is 1 so that scripts notice.
+
+    Example:
+
+    \b
+        rotifer agent list --json
     """
     from rotifer.agents.genome import Agents
 
@@ -175,7 +199,13 @@ def _agent_usage(store: MemoryStore, name: str) -> tuple[int, int]:
 @click.option("--input", "input_text", required=True, metavar="JSON", help=common.INPUT_HELP)
 @click.pass_context
 def run_command(ctx: click.Context, name: str, input_text: str) -> None:
-    """Run agent NAME on the input and print its output JSON."""
+    """Run agent NAME on the input and print its output JSON.
+
+    Example:
+
+    \b
+        rotifer agent run helper --input '{"text": "hi"}'
+    """
     from rotifer.agents.run import run_agent
 
     project = common.project_of(ctx)
@@ -194,7 +224,13 @@ def run_command(ctx: click.Context, name: str, input_text: str) -> None:
 
 @agent_group.group("memory")
 def memory_group() -> None:
-    """View and clear an agent's memory (as its deployer)."""
+    """View and clear an agent's memory (as its deployer).
+
+    Example:
+
+    \b
+        rotifer agent memory list helper
+    """
 
 
 def _entry_json(entry: MemoryEntry) -> dict[str, Any]:
@@ -223,6 +259,11 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
 
     Values are never printed.  SIZE is the bytes the entry counts against the
     quota (its key plus its value, UTF-8).
+
+    Example:
+
+    \b
+        rotifer agent memory list helper --category PREFERENCE
     """
     from rotifer.agents.genome import Agents
 
@@ -260,7 +301,14 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
 @click.pass_context
 def memory_delete_command(ctx: click.Context, name: str, key: str | None,
                           category: str | None) -> None:
-    """Remove one entry by key, or every entry of a category, whatever their policies."""
+    """Remove one entry by key, or every entry of a category, whatever their policies.
+
+    Example:
+
+    \b
+        rotifer agent memory delete helper --key formatter/indent
+        rotifer agent memory delete helper --category CACHE
+    """
     from rotifer.agents.genome import Agents
 
     if (key is None) == (category is None):

@@ -27,7 +27,14 @@ if TYPE_CHECKING:
 
 @click.group("audit")
 def audit_group() -> None:
-    """Check and read an agent's audit log (history of its memory, never values)."""
+    """Check and read an agent's audit log (history of its memory, never values).
+
+    Example:
+
+    \b
+        rotifer agent audit verify helper
+        rotifer agent audit show helper --limit 20
+    """
 
 
 def _open(ctx: click.Context, name: str) -> MemoryStore:
@@ -50,7 +57,13 @@ def _open(ctx: click.Context, name: str) -> MemoryStore:
 @click.argument("name")
 @click.pass_context
 def verify_command(ctx: click.Context, name: str) -> None:
-    """Check NAME's audit log: an intact hash chain, and agreement with the store."""
+    """Check NAME's audit log: an intact hash chain, and agreement with the store.
+
+    Example:
+
+    \b
+        rotifer agent audit verify helper
+    """
     from rotifer.genes.errors import RotiferError
     from rotifer.memory.audit_verify import verify_agent
 
@@ -78,7 +91,13 @@ def verify_command(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def show_command(ctx: click.Context, name: str, key: str | None, actor: str | None,
                  since: str | None, limit: int | None, as_json: bool) -> None:
-    """NAME's history, newest first: what changed, when, by whom -- never values."""
+    """NAME's history, newest first: what changed, when, by whom -- never values.
+
+    Example:
+
+    \b
+        rotifer agent audit show helper --key formatter/indent --limit 20
+    """
     from rotifer.memory.audit_verify import agent_history
     from rotifer.memory.clock import parse_time
     from rotifer.memory.errors import invalid

@@ -35,7 +35,15 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 @click.version_option(package_name="rotifer", prog_name="rotifer")
 @click.pass_context
 def cli(ctx: click.Context, project: Path | None) -> None:
-    """Rotifer: agents built from genes, with a memory of their own."""
+    """Rotifer: agents built from genes, with a memory of their own.
+
+    Example:
+
+    \b
+        rotifer init
+        rotifer wrap formatter
+        rotifer run formatter --input '{"text": "hi"}'
+    """
     ctx.ensure_object(dict)
     ctx.obj["project"] = project
 
@@ -44,7 +52,13 @@ def cli(ctx: click.Context, project: Path | None) -> None:
 @click.argument("directory", required=False, default=".",
                 type=click.Path(file_okay=False, path_type=Path))
 def init_command(directory: Path) -> None:
-    """Make DIR/.rotifer/ and DIR/genes/ (DIR defaults to the current folder)."""
+    """Make DIR/.rotifer/ and DIR/genes/ (DIR defaults to the current folder).
+
+    Example:
+
+    \b
+        rotifer init my-agents
+    """
     from rotifer.agents.project import Project
 
     project = Project.init(directory)
@@ -60,7 +74,13 @@ def _print_ids(gene: Any) -> None:
 @click.argument("gene")
 @click.pass_context
 def wrap_command(ctx: click.Context, gene: str) -> None:
-    """Check genes/GENE and record its v2 id, which gives it memory access."""
+    """Check genes/GENE and record its v2 id, which gives it memory access.
+
+    Example:
+
+    \b
+        rotifer wrap formatter
+    """
     from rotifer.agents.build import wrap_gene
 
     wrapped = wrap_gene(common.project_of(ctx), gene)
@@ -74,7 +94,13 @@ def wrap_command(ctx: click.Context, gene: str) -> None:
 @click.argument("gene")
 @click.pass_context
 def compile_command(ctx: click.Context, gene: str) -> None:
-    """Compile genes/GENE/gene.wat to gene.wasm (if any) and record its v2 id."""
+    """Compile genes/GENE/gene.wat to gene.wasm (if any) and record its v2 id.
+
+    Example:
+
+    \b
+        rotifer compile counter
+    """
     from rotifer.agents.build import compile_gene
 
     project = common.project_of(ctx)
@@ -92,7 +118,13 @@ def compile_command(ctx: click.Context, gene: str) -> None:
 @click.option("--input", "input_text", required=True, metavar="JSON", help=common.INPUT_HELP)
 @click.pass_context
 def run_command(ctx: click.Context, gene: str, input_text: str) -> None:
-    """Run GENE alone and print its output; every memory call is refused."""
+    """Run GENE alone and print its output; every memory call is refused.
+
+    Example:
+
+    \b
+        rotifer run formatter --input '{"text": "  hello  "}'
+    """
     from rotifer.agents.run import run_gene
 
     project = common.project_of(ctx)
@@ -104,7 +136,13 @@ def run_command(ctx: click.Context, gene: str, input_text: str) -> None:
 @click.argument("gene")
 @click.pass_context
 def test_command(ctx: click.Context, gene: str) -> None:
-    """Run the cases of genes/GENE/tests.json on an empty, temporary memory."""
+    """Run the cases of genes/GENE/tests.json on an empty, temporary memory.
+
+    Example:
+
+    \b
+        rotifer test formatter
+    """
     from rotifer.agents.run import test_gene
     from rotifer.genes.errors import RotiferError
 

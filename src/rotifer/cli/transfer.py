@@ -184,7 +184,14 @@ def _echo(lines: list[str]) -> None:
 @click.pass_context
 def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
                  quota: str | None, quiet: bool) -> None:
-    """Move an agent's memory to another store and bind the agent to it."""
+    """Move an agent's memory to another store and bind the agent to it.
+
+    Example:
+
+    \b
+        rotifer agent move helper --to sqlite:/srv/rotifer/helper.db
+        rotifer agent move helper --to 'postgresql://rotifer@127.0.0.1/rotifer'
+    """
     _echo(do_move(project_of(ctx), name, to, keep_cache=keep_cache, quota=quota, quiet=quiet))
 
 
@@ -196,7 +203,13 @@ def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
 @click.pass_context
 def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool,
                    quiet: bool) -> None:
-    """Write a copy of an agent's memory to FILE (the agent keeps it)."""
+    """Write a copy of an agent's memory to FILE (the agent keeps it).
+
+    Example:
+
+    \b
+        rotifer agent export helper helper-memory.json
+    """
     _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache, quiet=quiet))
 
 
@@ -206,7 +219,13 @@ def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool,
 @click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
 def import_command(ctx: click.Context, file: Path, quota: str | None, quiet: bool) -> None:
-    """Load an agent's memory from FILE (the agent must have no memory yet)."""
+    """Load an agent's memory from FILE (the agent must have no memory yet).
+
+    Example:
+
+    \b
+        rotifer agent import helper-memory.json --memory-quota 20MB
+    """
     _echo(do_import(project_of(ctx), file, quota=quota, quiet=quiet))
 
 
