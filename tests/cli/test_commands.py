@@ -1,5 +1,6 @@
-"""``rotifer init | wrap | compile | run | test`` and finding the project,
-through real subprocesses of the console script on temporary projects."""
+"""``rotifer init | wrap | compile | run | test`` and finding the project, through
+the real CLI in-process (tests/cli/helpers.py) on temporary projects: these tests
+read only stdout, stderr and the exit status."""
 
 from __future__ import annotations
 
@@ -19,13 +20,19 @@ from .helpers import (
     audit,
     init_project,
     last_line,
-    ok,
-    refused,
-    run,
     spec_path,
     store_agents,
     v2_of,
     wrap,
+)
+from .helpers import (
+    ok_here as ok,
+)
+from .helpers import (
+    refused_here as refused,
+)
+from .helpers import (
+    run_here as run,
 )
 
 DENIED = "MEMORY_ACCESS_DENIED"
