@@ -1,5 +1,6 @@
 """``rotifer agent memory list | delete``: the deployer's view of an agent's
-memory, through real subprocesses.  ``list`` never prints a value; ``delete``
+memory, through the real CLI in-process (what ``list`` imports is checked in a
+process of its own).  ``list`` never prints a value; ``delete``
 works whatever the entries' access policies say and is audited as the deployer."""
 
 from __future__ import annotations
@@ -22,10 +23,16 @@ from .helpers import (
     clean_env,
     init_project,
     last_line,
-    ok,
-    refused,
-    run,
     wrap,
+)
+from .helpers import (
+    ok_here as ok,
+)
+from .helpers import (
+    refused_here as refused,
+)
+from .helpers import (
+    run_here as run,
 )
 
 MEMO = '''

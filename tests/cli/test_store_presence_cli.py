@@ -11,7 +11,9 @@ import pytest
 
 from tests.genes.helpers import FORMATTER
 
-from .helpers import add_gene, init_project, last_line, ok, refused, wrap
+from .helpers import add_gene, init_project, last_line, wrap
+from .helpers import ok_here as ok
+from .helpers import refused_here as refused
 
 
 @pytest.fixture
