@@ -1,4 +1,4 @@
-"""An audit line's JSON is built from a template (audit_file.line_text) for
+"""An audit line's JSON is built from a template (audit_text.line_text) for
 speed; it must be byte for byte what the generic encoder makes of the line."""
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""The data model of the Memory API: categories, scopes, policies, entries, filters.
+"""The data model of the Memory API: categories, scopes, policies, entries
+(the query filter is :mod:`rotifer.memory.filters`).
 
-Everything that comes from a gene is parsed here, once, into these types; a
-value that does not fit raises MEMORY_INVALID_INPUT before the store is
-touched.  Policies and filters may arrive as the seed's JSON objects
-(camelCase) or as the dataclasses below, so the WASM and Node bridges can pass
-parsed request JSON straight through.
+Everything that comes from a gene is parsed, once, into these types; a value
+that does not fit raises MEMORY_INVALID_INPUT before the store is touched.
+Policies (and filters) may arrive as the seed's JSON objects (camelCase) or as
+the dataclasses, so the WASM and Node bridges can pass parsed request JSON
+straight through.
 """
 
 from __future__ import annotations
