@@ -49,7 +49,7 @@ def admin(pg_url: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
 
 
 def _schema(store: MemoryStore) -> str:
-    name: str = store.backend.schema  # type: ignore[attr-defined]
+    name: str = store.backend.schema
     return name
 
 

@@ -223,6 +223,8 @@ def new_row(agent_id: str, key: str, category: Category, value: bytes, created_b
 class Transaction(Protocol):
     """Operations inside one transaction of a backend."""
 
+    __slots__ = ()
+
     def get_agent(self, agent_id: str) -> AgentRecord | None: ...
 
     def list_agents(self) -> list[str]: ...
@@ -309,25 +311,19 @@ class Transaction(Protocol):
         """Recount the bytes of an agent's entries (for checks, not hot paths)."""
         ...
 
+    def lookup_holding(self, agent_id: str, key: str | None, clock: Clock
+                       ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
+        """What a change starts from: :meth:`lookup` at a time read from ``clock``
+        while the transaction holds the agent, and that time.
 
-def lookup_holding(tx: Transaction, agent_id: str, key: str | None, clock: Clock
-                   ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
-    """What a change starts from: ``tx.lookup`` at a time read from ``clock``
-    while the transaction holds the agent, and that time.
-
-    A backend whose write transaction holds the agent from its start (SQLite)
-    reads the clock and looks up.  One that takes the agent's lock with its
-    first statement (PostgreSQL) sends the lock and a clock-free lookup together
-    and reads the clock when they are back -- so the time is still taken with
-    the agent held, never before waiting for it.  (``getattr``, not an
-    ``isinstance`` of a runtime protocol: this runs on every change.)"""
-    holding = getattr(tx, "lookup_holding", None)
-    if holding is not None:
-        found: tuple[tuple[AgentRecord, bool, Row | None] | None, int] = holding(
-            agent_id, key, clock)
-        return found
-    now = clock.now_us()
-    return tx.lookup(agent_id, key, now), now
+        The default suits a backend whose write transaction holds the agent from
+        its start (SQLite): read the clock, then look up.  One that takes the
+        agent's lock with its first statement (PostgreSQL) overrides it to send
+        the lock and a clock-free lookup together and read the clock when they
+        are back -- so the time is still taken with the agent held, never
+        before waiting for it."""
+        now = clock.now_us()
+        return self.lookup(agent_id, key, now), now
 
 
 class Backend(Protocol):
@@ -335,6 +331,11 @@ class Backend(Protocol):
 
     #: A short name for messages and docs, e.g. ``"sqlite"``.
     name: str
+    #: Where the memory lives, for messages and audit lines: a file's path, a
+    #: database URL without its password.
+    location: str
+    #: The database schema the tables are in; ``""`` where there are none.
+    schema: str = ""
 
     def read(self) -> AbstractContextManager[Transaction]:
         """A read-only transaction that sees one consistent snapshot."""
@@ -351,7 +352,7 @@ class Backend(Protocol):
     def write(self, agent_id: str | None) -> AbstractContextManager[Transaction]:
         """A read-write transaction holding ``agent_id`` exclusively (SQLite from
         the start; PostgreSQL from its first statement, which travels with the
-        lock -- see :func:`lookup_holding`).
+        lock -- see :meth:`Transaction.lookup_holding`).
 
         Commits when the block exits normally, rolls back on an exception.
         Backend failures surface as MEMORY_STORAGE_ERROR.

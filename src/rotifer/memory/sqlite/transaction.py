@@ -1,41 +1,27 @@
-"""The SQL of each operation inside one SQLite transaction."""
+"""The SQL of each operation inside one SQLite transaction (the reading
+statements are shared with PostgreSQL: :mod:`rotifer.memory.sql_transaction`)."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
-from ..backend import (
-    AGENT_COLUMNS,
-    FIRST_PAGE,
-    LOOKUP_ROW_AT,
-    ROW_COLUMNS,
-    AgentRecord,
-    Brief,
-    Row,
-    expired_sql,
-    lookup_sql,
-    newest_after,
-    newest_sql,
-    oldest_sql,
-    pages,
-    put_sql,
-)
+from ..backend import AGENT_COLUMNS, AgentRecord, Row, put_sql
 from ..errors import storage
-from ..model import Category
-from .rows import make_agent, make_brief, make_row, row_params
+from ..sql_transaction import SqlTransaction, Statements
+from .rows import make_row, row_params
 
 PUT_SQL = put_sql("?")
-LOOKUP_SQL = lookup_sql("?")
-EXPIRED_SQL, EXPIRED_AFTER = expired_sql("?")
-OLDEST_SQL, OLDEST_AFTER = oldest_sql("?")
-NEWEST_AFTER = newest_after("?")
 DELETE_CHUNK = 500
 
 
-class SqliteTransaction:
+class SqliteTransaction(SqlTransaction):
     """:class:`~rotifer.memory.backend.Transaction` over one sqlite3 connection."""
+
+    __slots__ = ("conn",)
+
+    sql = Statements.using("?")
+    make_row = staticmethod(make_row)
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -44,14 +30,8 @@ class SqliteTransaction:
         row: tuple[Any, ...] | None = self.conn.execute(sql, params).fetchone()
         return row
 
-    def get_agent(self, agent_id: str) -> AgentRecord | None:
-        r = self._one(f"SELECT {AGENT_COLUMNS} FROM memory_agents WHERE agent_id = ?",
-                      (agent_id,))
-        return None if r is None else make_agent(r)
-
-    def list_agents(self) -> list[str]:
-        return [r[0] for r in self.conn.execute(
-            "SELECT agent_id FROM memory_agents ORDER BY agent_id")]
+    def _all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, params).fetchall()
 
     def insert_agent(self, record: AgentRecord) -> None:
         self.conn.execute(
@@ -71,19 +51,6 @@ class SqliteTransaction:
     def delete_agent(self, agent_id: str) -> None:
         self.conn.execute("DELETE FROM memory_entries WHERE agent_id = ?", (agent_id,))
         self.conn.execute("DELETE FROM memory_agents WHERE agent_id = ?", (agent_id,))
-
-    def get(self, agent_id: str, key: str) -> Row | None:
-        r = self._one(f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE agent_id = ? AND key = ?",
-                      (agent_id, key))
-        return None if r is None else make_row(r)
-
-    def lookup(self, agent_id: str, key: str | None, now_us: int
-               ) -> tuple[AgentRecord, bool, Row | None] | None:
-        r = self._one(LOOKUP_SQL, (now_us, key, agent_id))
-        if r is None:
-            return None
-        at = LOOKUP_ROW_AT
-        return make_agent(r[:at - 1]), bool(r[at - 1]), None if r[at] is None else make_row(r[at:])
 
     def put(self, row: Row) -> None:
         # An upsert, not INSERT OR REPLACE: replacing deletes the old row and
@@ -114,48 +81,8 @@ class SqliteTransaction:
                 "DELETE FROM memory_entries WHERE agent_id = ? AND key IN "
                 f"({', '.join('?' * len(chunk))})", (agent_id, *chunk))
 
-    def _all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, params).fetchall()
-
-    def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]:
-        for r in pages(self._all, EXPIRED_SQL, (agent_id, now_us), EXPIRED_AFTER,
-                       lambda r: (r[0], r[5]), FIRST_PAGE):
-            yield make_brief(r[1:])
-
-    def iter_oldest(self, agent_id: str, category: Category) -> Iterator[Brief]:
-        for r in pages(self._all, OLDEST_SQL, (agent_id, category.value), OLDEST_AFTER,
-                       lambda r: (r[3], r[4]), FIRST_PAGE):
-            yield make_brief(r)
-
-    def iter_newest(
-        self,
-        agent_id: str,
-        *,
-        category: Category | None = None,
-        key_prefix: str | None = None,
-        since_us: int | None = None,
-        until_us: int | None = None,
-    ) -> Iterator[Row]:
-        sql, params = newest_sql("?", agent_id, category, key_prefix, since_us, until_us)
-        for r in pages(self._all, sql, params, NEWEST_AFTER, lambda r: (r[8], r[14])):
-            row = make_row(r)
-            if key_prefix and not row.key.startswith(key_prefix):
-                continue  # belt and braces: the range above is exact already
-            yield row
-
-    def count(self, agent_id: str) -> int:
-        r = self._one("SELECT count(*) FROM memory_entries WHERE agent_id = ?", (agent_id,))
-        return int(r[0]) if r else 0
-
     def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
         """SQLite keeps no copy: the one ``audit.jsonl`` beside it is the record."""
 
     def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
         return None
-
-    def sum_sizes(self, agent_id: str) -> int:
-        r = self._one("SELECT coalesce(sum(size), 0) FROM memory_entries WHERE agent_id = ?",
-                      (agent_id,))
-        return int(r[0]) if r else 0
-
-
