@@ -39,9 +39,10 @@ AGENT_COLUMNS = (
     "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq, "
     "last_us"
 )
-#: How many rows ``iter_newest`` fetches with its first statement (both backends
-#: page by 256): a query whose answer lies within them needs no snapshot beyond
-#: that one statement, so it runs outside a transaction (gene_memory.query_memory).
+#: The largest page ``iter_newest`` fetches (its pages start at ``first`` rows,
+#: a query's limit, and double up to this).  A query whose answer lies within
+#: the first page needs no snapshot beyond that one statement, so it runs
+#: outside a transaction (gene_memory.query_memory).
 NEWEST_PAGE = 256
 #: Where the entry's columns start in a :func:`lookup_sql` result row.
 LOOKUP_ROW_AT = len(AGENT_COLUMNS.split(", ")) + 1
@@ -286,12 +287,24 @@ class Transaction(Protocol):
         key_prefix: str | None = None,
         since_us: int | None = None,
         until_us: int | None = None,
+        first: int = NEWEST_PAGE,
     ) -> Iterator[Row]:
         """Matching rows, most recently updated first (ties: latest write first).
 
         ``key_prefix`` is a plain prefix compared by code point (= UTF-8 byte
-        order), never a pattern.
+        order), never a pattern.  The rows are fetched in pages of ``first``
+        rows, doubling up to :data:`NEWEST_PAGE`: a caller that wants the
+        newest ten asks for ``first=10``, and the first statement then costs
+        what ten rows cost however many match.
         """
+        ...
+
+    def iter_by_key(self, agent_id: str, *, category: Category | None = None,
+                    after: str | None = None, first: int = NEWEST_PAGE) -> Iterator[Row]:
+        """Entries in key order (code point), those after the key ``after`` if
+        given, fetched in pages of ``first`` rows doubling up to
+        :data:`NEWEST_PAGE`: the unique (agent, key) index serves it, so the
+        first page of a listing costs what its rows cost."""
         ...
 
     def count(self, agent_id: str) -> int: ...

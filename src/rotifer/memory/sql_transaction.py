@@ -24,6 +24,7 @@ from .backend import (
     BRIEF_COLUMNS,
     FIRST_PAGE,
     LOOKUP_ROW_AT,
+    NEWEST_PAGE,
     ROW_COLUMNS,
     AgentRecord,
     Brief,
@@ -47,12 +48,17 @@ BRIEF_AT: dict[str, int] = {c: i for i, c in enumerate(BRIEF_COLUMNS.split(", ")
 #: :data:`LOOKUP_EXPIRY_AT`, then the entry's ``ROW_COLUMNS``.
 LOOKUP_EXPIRY_AT = LOOKUP_ROW_AT - 1
 
-_ROW_UPDATED, _ROW_SEQ = ROW_AT["updated_us"], ROW_AT["seq"]
+_ROW_UPDATED, _ROW_SEQ, _ROW_KEY = ROW_AT["updated_us"], ROW_AT["seq"], ROW_AT["key"]
 _BRIEF_UPDATED, _BRIEF_SEQ = BRIEF_AT["updated_us"], BRIEF_AT["seq"]
 
 
-def _newest_position(r: tuple[Any, ...]) -> tuple[Any, ...]:
+def newest_position(r: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A ``ROW_COLUMNS`` row's place in the newest-first order (the next page's start)."""
     return r[_ROW_UPDATED], r[_ROW_SEQ]
+
+
+def _key_position(r: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (r[_ROW_KEY],)
 
 
 def _oldest_position(r: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -168,17 +174,37 @@ class SqlTransaction(Transaction):
         key_prefix: str | None = None,
         since_us: int | None = None,
         until_us: int | None = None,
+        first: int = NEWEST_PAGE,
     ) -> Iterator[Row]:
         if key_prefix and not self._storable(key_prefix):
             return  # no stored key starts with it
         sql, params = newest_sql(self.sql.placeholder, agent_id, category, key_prefix,
                                  since_us, until_us)
         make_row = self.make_row
-        for r in pages(self._all, sql, params, self.sql.newest_after, _newest_position):
+        for r in pages(self._all, sql, params, self.sql.newest_after, newest_position,
+                       min(first, NEWEST_PAGE)):
             row = make_row(r)
             if key_prefix and not row.key.startswith(key_prefix):
                 continue  # belt and braces: the range above is exact already
             yield row
+
+    def iter_by_key(self, agent_id: str, *, category: Category | None = None,
+                    after: str | None = None, first: int = NEWEST_PAGE) -> Iterator[Row]:
+        p = self.sql.placeholder
+        where = [f"agent_id = {p}"]
+        params: list[Any] = [agent_id]
+        if category is not None:
+            where.append(f"category = {p}")
+            params.append(category.value)
+        if after is not None:
+            where.append(f"key > {p}")
+            params.append(after)
+        sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} "
+               "{after} ORDER BY key LIMIT {limit}")
+        make_row = self.make_row
+        for r in pages(self._all, sql, tuple(params), f"AND key > {p}", _key_position,
+                       min(first, NEWEST_PAGE)):
+            yield make_row(r)
 
     def count(self, agent_id: str) -> int:
         r = self._one(f"SELECT count(*) FROM memory_entries WHERE agent_id = "
