@@ -22,9 +22,10 @@ TableSuite = Callable[[Path, Settings], str]
 
 
 def suites() -> dict[str, Suite]:
-    from . import cli, peer, wasm
+    from . import cli, peer, scaling, wasm
 
-    return {"memory": memory.run, "peer": peer.run, "wasm": wasm.run, "cli": cli.run}
+    return {"memory": memory.run, "scaling": scaling.run, "peer": peer.run, "wasm": wasm.run,
+            "cli": cli.run}
 
 
 def table_suites() -> dict[str, TableSuite]:
