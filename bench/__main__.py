@@ -22,16 +22,15 @@ TableSuite = Callable[[Path, Settings], str]
 
 
 def suites() -> dict[str, Suite]:
-    from . import cli, peer, scaling, wasm
+    from . import cli, peer, wasm
 
-    return {"memory": memory.run, "scaling": scaling.run, "peer": peer.run, "wasm": wasm.run,
-            "cli": cli.run}
+    return {"memory": memory.run, "peer": peer.run, "wasm": wasm.run, "cli": cli.run}
 
 
 def table_suites() -> dict[str, TableSuite]:
-    from . import latency, roundtrips
+    from . import latency, roundtrips, scaling
 
-    return {"latency": latency.run, "roundtrips": roundtrips.run}
+    return {"scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run}
 
 
 def describe(settings: Settings) -> str:

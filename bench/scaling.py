@@ -29,7 +29,7 @@ from rotifer.memory.backend import Row
 from rotifer.memory.clock import format_time
 
 from .memory import BIG_QUOTA, DOMAIN, GENE, T0_US, make_row, populate
-from .report import Result
+from .report import Result, render
 from .timing import Settings, compare
 
 SMALL = 100
@@ -170,3 +170,12 @@ def run(root: Path, settings: Settings) -> list[Result]:
             results += _measure("PostgreSQL", store, scales, settings)
     return results
 
+
+
+def table(root: Path, settings: Settings) -> str:
+    """The suite's own table (``python -m bench --only scaling`` rewrites just it)."""
+    results = run(root, settings)
+    load = os.getloadavg()[0]
+    return (render(results) + f"\nCPU time of this thread per call (medians of {settings.rounds} "
+            f"interleaved rounds of {settings.iters}); load average {load:.1f} on "
+            f"{os.cpu_count()} CPUs when the run ended.\n")

@@ -26,8 +26,8 @@ from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
 
 # -- SQL shared by the SQLite and PostgreSQL backends ------------------------------
 # Both keep the same tables; only the parameter placeholder differs (``?`` or
-# ``%s``).  Their ``make_row`` / ``make_brief`` / ``make_agent`` read result
-# rows in these column orders.
+# ``%s``).  :mod:`rotifer.memory.rows` decodes result rows in these column
+# orders (:mod:`rotifer.memory.sql_transaction` names their positions).
 
 ROW_COLUMNS = (
     "agent_id, key, category, value, created_by, creator_domain, last_accessed_by, "

@@ -48,7 +48,7 @@ MAX_QUEUED: Final = 32
 
 PUT_SQL: Final = put_sql("%s")
 LOCK_AGENT_SQL: Final = "SELECT 1 FROM memory_agents WHERE agent_id = %s FOR UPDATE"
-#: :data:`LOOKUP_SQL` without the clock: the agent's earliest expiry instead of
+#: :func:`~rotifer.memory.backend.lookup_sql` without the clock: the agent's earliest expiry instead of
 #: "has anything expired by now?", so it can travel with the lock and the clock
 #: be read once the lock is held (the partial expiry index answers it).
 #: Parameters: key, agent id.
