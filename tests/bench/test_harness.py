@@ -143,3 +143,12 @@ def test_scaling_compares_each_call_with_the_small_agent(tmp_path: Path) -> None
     assert all(r.baseline_name == "at 100" and r.target in (1.2, 2.0) for r in results)
     check_table(report.render(results), len(results))
     assert "load average" in scaling.table(tmp_path / "again", TINY)
+
+
+@pytest.mark.slow
+def test_postgres_peer_and_writers(tmp_path: Path) -> None:
+    from bench import peer_pg
+
+    text = peer_pg.table(tmp_path, TINY)
+    assert "| put / write_memory 100 B (update) |" in text
+    assert "| 1 |" in text and "spread over 16 agents" in text
