@@ -26,7 +26,7 @@ _BUSY_CODES = frozenset((sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED))
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
-    code = exc.sqlite_errorcode
+    code: int | None = getattr(exc, "sqlite_errorcode", None)  # None: not from SQLite
     return code is not None and code & 0xFF in _BUSY_CODES
 
 
