@@ -115,6 +115,8 @@ def _calls(store: MemoryStore, n: int) -> dict[str, Callable[[], object]]:
             {"keyPrefix": "f/", "limit": 10}),
         "query_memory keyPrefix q/ (100 old keys), limit 100": lambda: mem.query_memory(
             {"keyPrefix": "q/", "limit": 100}),
+        "query_memory keyPrefix f/000 (the oldest 10,000 keys), limit 10": lambda: (
+            mem.query_memory({"keyPrefix": "f/000", "limit": 10})),
         "agent memory list, first page of 100": lambda: deployer.page(limit=100),
         "read_memory": lambda: mem.read_memory("f/0000007"),
         "write_memory 100 B (update)": lambda: mem.write_memory("w/key", value, "PATTERN"),
@@ -132,8 +134,12 @@ def _measure(backend: str, store: MemoryStore, scales: tuple[int, ...], settings
             t = compare({"small": op, "large": large[n][name]}, rounds=settings.rounds,
                         iters=settings.iters, cpu=True)
             target = 1.2 if name.startswith("write") else 2.0
+            # The residue the key-prefix plans leave (docs/backends.md): many
+            # matches, none recent -- shown, not judged.
+            judged = "f/000" not in name
             results.append(Result(f"scale, {backend}", f"{name} at {n:,} entries", t["large"],
-                                  t["small"], f"at {SMALL}", "max", target))
+                                  t["small"], f"at {SMALL}", "max" if judged else "info",
+                                  target if judged else None))
     return results
 
 

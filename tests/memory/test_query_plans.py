@@ -132,6 +132,31 @@ def test_sqlite_rare_prefix_takes_the_key_range(tmp_path: Path) -> None:
     store.close()
 
 
+def test_sqlite_many_old_matches_are_found_by_a_wider_probe(tmp_path: Path) -> None:
+    """The bench's shape: most keys under ``f/``, all older than the newest
+    entries.  The first probe (the 40 newest) finds none; counting the key range
+    up to 320 shows at least 320 keys, too many to sort; the second probe (the
+    160 newest) finds the page.  No statement sorts the 700 matches."""
+    store = MemoryStore.open(tmp_path / ".rotifer", url=f"sqlite:{tmp_path / 'm.db'}")
+    store.create_agent("agent", quota_bytes=10**9)
+    memory = store.for_gene("agent", GENE, None)
+    for i in range(700):
+        memory.write_memory(f"f/{i}", b"v", Category.CACHE)
+    for i in range(60):
+        memory.write_memory(f"n/{i}", b"v", Category.CACHE)
+    with _Traced(store) as traced:
+        found = memory.query_memory({"keyPrefix": "f/", "limit": 10})
+    assert [e.key for e in found] == _newest(store, "f/")[:10]
+    probes = traced.pages()
+    # 40 newest: no f/; 700 f/ keys >= the cap of 320: probe the 160 newest.
+    assert [p.split("LIMIT ")[1].split(")")[0] for p in probes] == ["40", "160"], probes
+    counts = [s for s in traced.statements if s.startswith("SELECT count(*)")]
+    assert len(counts) == 1 and counts[0].endswith("LIMIT 320)")
+    plan = traced.plan(counts[0])
+    assert any("COVERING INDEX sqlite_autoindex" in step for step in plan), plan
+    store.close()
+
+
 @pytest.mark.parametrize("prefix", ["f/", "q/", "f/x", "f/1", "z", "", "f/y2"])
 @pytest.mark.parametrize("limit", [1, 3, 50, 1000])
 def test_sqlite_prefix_pages_match_the_reference(tmp_path: Path, prefix: str, limit: int

@@ -24,9 +24,13 @@ from .rows import make_row, row_params
 
 PUT_SQL = put_sql("?")
 DELETE_CHUNK = 500
-#: How many of the newest entries a key-prefix page looks through first, per
-#: row it wants (see :meth:`SqliteTransaction.iter_newest`).
+#: A key-prefix page's first probe looks through this many newest entries per
+#: row it wants, and each later probe this many times more (see
+#: :meth:`SqliteTransaction._newest_with_prefix`).
 PROBE_FACTOR = 4
+#: Counting keys on the key index costs a fraction of probing a row: the key
+#: range is chosen once it holds fewer than this many keys per probed row.
+COUNT_FACTOR = 8
 
 
 class SqliteTransaction(SqlTransaction):
@@ -115,38 +119,52 @@ class SqliteTransaction(SqlTransaction):
                             since_us: int | None, until_us: int | None, size: int
                             ) -> Iterator[Row]:
         """The newest entries under ``key_prefix``, a page at a time, each page
-        from whichever of two plans costs what the page costs.
+        from whichever of two plans reaches it first.
 
         SQLite has no statistics on how many keys share a prefix, so for
         ``key >= prefix AND key < bound ORDER BY updated_us DESC`` it always
         takes the key index and sorts every matching row, values included: the
-        newest 10 of 10,000 matching keys cost ~200x the newest 10 of 50.  So a
-        page first looks through the ``PROBE_FACTOR`` x ``size`` newest entries
-        (the recency or category index, reading only their keys) and keeps
-        those under the prefix: if there are ``size`` of them they are exactly
-        the page (any other match is older than all of them).  Otherwise the
-        prefix is rare among the newest entries, and the key range with its
-        sort reads about as many rows as match: that plan answers the page.
-        Both plans are checked with EXPLAIN QUERY PLAN in the tests."""
+        newest 10 of 9,897 matching keys cost ~100x the newest 10 of 100.  The
+        two plans, raced in rounds that grow fourfold:
+
+        * the probe: the ``window`` newest entries (their row ids on the recency
+          or category index), keeping those under the prefix -- if there are a
+          page of them, they are exactly the page (every other match is older);
+        * the key range, once counting it (on the key index alone, up to
+          ``COUNT_FACTOR`` x ``window`` keys) shows it holds fewer keys than
+          that: then its sort is of no more rows than the probes read.
+
+        So a page costs about the lesser of "newest entries until a page of
+        matches" and "all matches" (times a small constant), whatever the agent
+        holds.  Both plans are checked with EXPLAIN QUERY PLAN in the tests."""
         inner, params = newest_sql("?", agent_id, category, None, since_us, until_us)
         inner = inner.replace(f"SELECT {ROW_COLUMNS} ", "SELECT rowid ", 1)
         bound = prefix_upper_bound(key_prefix)
         keys: tuple[str, ...] = (key_prefix,) if bound is None else (key_prefix, bound)
+        in_range = f"key >= ?{'' if bound is None else ' AND key < ?'}"
         probe = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE rowid IN ({inner}) "
-                 f"AND key >= ?{'' if bound is None else ' AND key < ?'} "
-                 "ORDER BY updated_us DESC, seq DESC")
+                 f"AND {in_range} ORDER BY updated_us DESC, seq DESC")
+        count = (f"SELECT count(*) FROM (SELECT 1 FROM memory_entries WHERE agent_id = ? "
+                 f"AND {in_range} LIMIT ?)")
         by_key, key_params = newest_sql("?", agent_id, category, key_prefix, since_us,
                                         until_us)
         after: tuple[Any, ...] = ()
         while True:
             after_sql = self.sql.newest_after if after else ""
-            rows = self._all(probe.format(after=after_sql, limit=PROBE_FACTOR * size),
-                             params + after + keys)
-            if len(rows) >= size:
-                del rows[size:]
-            else:
-                rows = self._all(by_key.format(after=after_sql, limit=size),
-                                 key_params + after)
+            window = PROBE_FACTOR * size
+            while True:
+                rows = self._all(probe.format(after=after_sql, limit=window),
+                                 params + after + keys)
+                if len(rows) >= size:
+                    del rows[size:]
+                    break
+                cap = COUNT_FACTOR * window
+                counted = self._one(count, (agent_id, *keys, cap))
+                if counted is None or counted[0] < cap:
+                    rows = self._all(by_key.format(after=after_sql, limit=size),
+                                     key_params + after)
+                    break
+                window *= PROBE_FACTOR
             for r in rows:
                 row = make_row(r)
                 if row.key.startswith(key_prefix):  # belt and braces: the range is exact
