@@ -30,6 +30,7 @@ from typing import Any
 
 from rotifer.memory import MemoryStore
 
+from .latency import BARRIER_TIMEOUT_S, run_workers
 from .pgserver import MISSING, Server, find_bindir
 from .report import format_seconds
 from .scaling import _fill_postgres
@@ -40,7 +41,6 @@ DOMAIN = "bench"
 ENTRIES = 10_000
 WARM, COUNTED = 8, 10
 WORKER_AGENTS = 16
-BARRIER_TIMEOUT_S = 300.0
 
 Op = Callable[[], object]
 
@@ -130,13 +130,7 @@ def _writes_per_second(root: Path, url: str, procs: int, agents: int, loops: int
                                                 f"writers-{i % agents}", i, loops, barrier,
                                                 str(out)), daemon=True)
                for i, out in enumerate(outs)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(BARRIER_TIMEOUT_S + 600)
-    if any(w.exitcode != 0 for w in workers):
-        raise RuntimeError(f"peer_pg: a writer failed ({[w.exitcode for w in workers]})")
-    parts = [json.loads(out.read_text()) for out in outs]
+    parts = run_workers(workers, outs, "peer_pg")
     wall = (max(p["end"] for p in parts) - min(p["start"] for p in parts)) / 1e9
     return procs * loops / wall
 
