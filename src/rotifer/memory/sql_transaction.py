@@ -114,10 +114,14 @@ class SqlTransaction(Transaction):
     def make_row(r: tuple[Any, ...]) -> Row:
         raise NotImplementedError
 
+    #: Whether some text cannot be stored at all (see :meth:`_storable`): checked
+    #: with an attribute, not a call, on backends that store every string.
+    checks_text: ClassVar[bool] = False
+
     @staticmethod
     def _storable(text: str) -> bool:
         """Can ``text`` be stored at all?  If not, no stored agent id or key
-        equals it, and a lookup of it finds nothing (SQLite: always)."""
+        equals it, and a lookup of it finds nothing (only with ``checks_text``)."""
         return True
 
     def _opened(self, r: tuple[Any, ...], expired: bool
@@ -130,7 +134,7 @@ class SqlTransaction(Transaction):
     # -- agents ---------------------------------------------------------------
 
     def get_agent(self, agent_id: str) -> AgentRecord | None:
-        if not self._storable(agent_id):
+        if self.checks_text and not self._storable(agent_id):
             return None
         r = self._one(self.sql.get_agent, (agent_id,))
         return None if r is None else decode_agent(r)
@@ -142,19 +146,25 @@ class SqlTransaction(Transaction):
     # -- entries --------------------------------------------------------------
 
     def get(self, agent_id: str, key: str) -> Row | None:
-        if not (self._storable(agent_id) and self._storable(key)):
+        if self.checks_text and not (self._storable(agent_id) and self._storable(key)):
             return None
         r = self._one(self.sql.get, (agent_id, key))
         return None if r is None else self.make_row(r)
 
     def lookup(self, agent_id: str, key: str | None, now_us: int
                ) -> tuple[AgentRecord, bool, Row | None] | None:
-        if not self._storable(agent_id):
-            return None
-        if key is not None and not self._storable(key):
-            key = None  # no stored key can equal it
+        if self.checks_text:
+            if not self._storable(agent_id):
+                return None
+            if key is not None and not self._storable(key):
+                key = None  # no stored key can equal it
         r = self._one(self.sql.lookup, (now_us, key, agent_id))
-        return None if r is None else self._opened(r, bool(r[LOOKUP_EXPIRY_AT]))
+        if r is None:
+            return None
+        # Decoded here rather than through _opened: every call starts with this.
+        at = LOOKUP_ROW_AT
+        return (decode_agent(r[:LOOKUP_EXPIRY_AT]), bool(r[LOOKUP_EXPIRY_AT]),
+                None if r[at] is None else self.make_row(r[at:]))
 
     def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]:
         for r in pages(self._all, self.sql.expired, (agent_id, now_us), self.sql.expired_after,
@@ -176,7 +186,7 @@ class SqlTransaction(Transaction):
         until_us: int | None = None,
         first: int = NEWEST_PAGE,
     ) -> Iterator[Row]:
-        if key_prefix and not self._storable(key_prefix):
+        if key_prefix and self.checks_text and not self._storable(key_prefix):
             return  # no stored key starts with it
         sql, params = newest_sql(self.sql.placeholder, agent_id, category, key_prefix,
                                  since_us, until_us)

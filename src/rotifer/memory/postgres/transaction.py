@@ -105,6 +105,7 @@ class PostgresTransaction(SqlTransaction):
 
     sql = Statements.using("%s")
     make_row = staticmethod(make_row)
+    checks_text = True  # no NUL, no lone surrogate in a PostgreSQL text column
     _storable = staticmethod(storable)
 
     def __init__(self, conn: Connection | None,
