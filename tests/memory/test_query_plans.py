@@ -16,10 +16,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rotifer.memory import MemoryStore
-from rotifer.memory.backend import lookup_sql, newest_sql
-from rotifer.memory.model import Category
+from rotifer.memory.backend import AgentRecord, Row, lookup_sql, newest_sql
+from rotifer.memory.model import DEFAULT_ACCESS_POLICY, Category, DataPolicy
 from rotifer.memory.sqlite.backend import SqliteBackend
 
 from .conftest import StoreFactory
@@ -261,3 +263,43 @@ def test_postgres_plans_walk_an_index_in_recency_order(pg_fresh_url: str,
             plan = _explain(conn, "SELECT key FROM memory_entries WHERE agent_id = %s "
                             "ORDER BY key LIMIT 11", (agent,))
             assert "memory_entries_pkey" in plan and "Sort" not in plan, plan
+
+
+_examples = iter(range(10**9))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=st.lists(st.tuples(st.sampled_from(["a/", "a/b", "ab", "b/", "", "\U0010ffff"]),
+                               st.integers(0, 40), st.sampled_from(CATEGORIES),
+                               st.integers(0, 5)), min_size=0, max_size=120),
+       prefix=st.sampled_from(["a/", "a", "b/", "ab", "\U0010ffff", "z"]),
+       category=st.none() | st.sampled_from(CATEGORIES),
+       since=st.none() | st.integers(0, 5), until=st.none() | st.integers(0, 6),
+       first=st.integers(1, 12))
+def test_sqlite_prefix_race_matches_a_plain_model(
+        tmp_path: Path, keys: list[tuple[str, int, Category, int]], prefix: str,
+        category: Category | None, since: int | None, until: int | None, first: int) -> None:
+    """Whatever the mix of matches and their ages, every page of the race gives
+    exactly the model's answer: matching rows, newest first, ties by seq."""
+    db = tmp_path / "race.db"
+    backend = SqliteBackend(db)
+    agent = f"agent-{next(_examples)}"
+    model: dict[str, tuple[int, int, Category]] = {}
+    with backend.write(agent) as tx:
+        tx.insert_agent(AgentRecord(agent, 10**9, DataPolicy(), 0, 1))
+        for seq, (head, n, cat, updated) in enumerate(keys, 1):
+            key = f"{head}{n}"
+            tx.put(Row(agent, key, cat, b"v", GENE, None, GENE, updated, updated,
+                       DEFAULT_ACCESS_POLICY, None, None, seq))
+            model[key] = (updated, seq, cat)
+    with backend.read() as tx:
+        got = [r.key for r in tx.iter_newest(agent, category=category, key_prefix=prefix,
+                                             since_us=since, until_us=until, first=first)]
+    backend.close()
+    expected = sorted(
+        (k for k, (u, _, c) in model.items() if k.startswith(prefix)
+         and (category is None or c is category) and (since is None or u >= since)
+         and (until is None or u < until)),
+        key=lambda k: (model[k][0], model[k][1]), reverse=True)
+    assert got == expected
