@@ -28,9 +28,10 @@ def suites() -> dict[str, Suite]:
 
 
 def table_suites() -> dict[str, TableSuite]:
-    from . import latency, roundtrips
+    from . import latency, peer_pg, roundtrips, scaling
 
-    return {"latency": latency.run, "roundtrips": roundtrips.run}
+    return {"scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
+            "peer_pg": peer_pg.table}
 
 
 def describe(settings: Settings) -> str:

@@ -106,6 +106,19 @@ class Row:
     samples: int  # calls of each kind
 
 
+def run_workers(workers: Sequence[Any], outs: Sequence[Path], what: str
+                ) -> list[dict[str, Any]]:
+    """Start the worker processes, wait for them, and read what each wrote."""
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(BARRIER_TIMEOUT_S + 600)
+    failed = [w.exitcode for w in workers if w.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"{what}: {len(failed)} of {len(workers)} workers failed ({failed})")
+    return [json.loads(out.read_text()) for out in outs]
+
+
 def run_procs(root: Path, url: str, procs: int, loops: int) -> Row:
     """``procs`` workers on the agent prepared under ``root`` (the database at ``url``)."""
     ctx = multiprocessing.get_context("spawn")
@@ -114,14 +127,7 @@ def run_procs(root: Path, url: str, procs: int, loops: int) -> Row:
     workers = [ctx.Process(target=worker, args=(str(root / "rotifer"), url, i, loops, barrier,
                                                 str(out)), daemon=True)
                for i, out in enumerate(outs)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(BARRIER_TIMEOUT_S + 600)
-    failed = [w.exitcode for w in workers if w.exitcode != 0]
-    if failed:
-        raise RuntimeError(f"latency: {len(failed)} of {procs} workers failed ({failed})")
-    parts = [json.loads(out.read_text()) for out in outs]
+    parts = run_workers(workers, outs, "latency")
     p50: dict[str, float] = {}
     p99: dict[str, float] = {}
     for name in CALLS:

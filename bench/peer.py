@@ -26,7 +26,7 @@ from typing import Any
 
 from rotifer.memory import Category, MemoryStore
 from rotifer.memory.sqlite import row_params
-from rotifer.memory.sqlite.transaction import LOOKUP_SQL, PUT_SQL
+from rotifer.memory.sqlite.transaction import PUT_SQL, SqliteTransaction
 
 from . import memory
 from .report import Result
@@ -73,7 +73,7 @@ def _raw_write(db: Path, agent: str, value: bytes) -> Callable[[], None]:
     def write() -> None:
         n = next(numbers)
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(LOOKUP_SQL, (n, "w/raw", agent)).fetchone()
+        conn.execute(SqliteTransaction.sql.lookup, (n, "w/raw", agent)).fetchone()
         conn.execute(PUT_SQL, row_params(memory.make_row(agent, "w/raw", value,
                                                           Category.PATTERN, n)))
         # The agent's row is rewritten as a write does, its values kept.

@@ -130,3 +130,25 @@ def test_main_writes_the_table(tmp_path: Path) -> None:
     groups = {r[0] for r in rows}
     assert "scale" in groups and "eviction" in groups
     assert any("LangGraph" in g or "peer" in g for g in groups)
+
+
+def test_scaling_compares_each_call_with_the_small_agent(tmp_path: Path) -> None:
+    from bench import scaling
+
+    results = scaling.run(tmp_path, TINY)
+    names = {r.name for r in results}
+    assert "read_memory at 300 entries" in names
+    assert "agent memory list, first page of 100 at 300 entries" in names
+    assert {r.group for r in results} <= {"scale, SQLite", "scale, PostgreSQL"}
+    assert all(r.baseline_name == "at 100" and r.target in (1.2, 2.0, None) for r in results)
+    check_table(report.render(results), len(results))
+    assert "load average" in scaling.table(tmp_path / "again", TINY)
+
+
+@pytest.mark.slow
+def test_postgres_peer_and_writers(tmp_path: Path) -> None:
+    from bench import peer_pg
+
+    text = peer_pg.table(tmp_path, TINY)
+    assert "| put / write_memory 100 B (update) |" in text
+    assert "| 1 |" in text and "spread over 16 agents" in text

@@ -177,6 +177,32 @@ def test_list_an_empty_memory(proj: Path) -> None:
                    "entries": []}
 
 
+def test_list_in_pages(proj: Path) -> None:
+    """--limit N lists a page of N keys in key order and says how to get the
+    next; --after KEY continues after KEY; the pages join up to the whole list."""
+    whole = [e["key"] for e in memory_json(proj)["entries"]]
+    assert whole == sorted(whole)
+    paged: list[str] = []
+    after: list[str] = []
+    while True:
+        doc = memory_json(proj, "--limit", "4", *after)
+        paged += [e["key"] for e in doc["entries"]]
+        if doc["nextAfter"] is None:
+            break
+        assert doc["nextAfter"] == paged[-1] and len(doc["entries"]) == 4
+        after = ["--after", doc["nextAfter"]]
+    assert paged == whole
+    out = ok(proj, "agent", "memory", "list", "bot", "--limit", "2").splitlines()
+    assert [line.split()[0] for line in out[1:3]] == whole[:2]
+    assert out[-2].endswith("2 entries listed")
+    assert out[-1] == f"More: rotifer agent memory list bot --limit 2 --after {whole[1]}"
+    out = ok(proj, "agent", "memory", "list", "bot", "--category", "CACHE", "--limit", "1",
+             "--after", "memo/c1").splitlines()
+    assert [line.split()[0] for line in out[1:-1]] == ["memo/c2"]  # the last: no More line
+    refused(proj, "USAGE_ERROR", "agent", "memory", "list", "bot", "--limit", "0")
+    refused(proj, "MEMORY_INVALID_INPUT", "agent", "memory", "list", "bot", "--after", "")
+
+
 def test_list_refusals(proj: Path) -> None:
     for bad in ["FOO", "", "PREFERENCES"]:
         err = refused(proj, "MEMORY_INVALID_INPUT", "agent", "memory", "list", "bot",

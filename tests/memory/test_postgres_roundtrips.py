@@ -43,7 +43,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 def _schema(store: MemoryStore) -> str:
-    name: str = store.backend.schema  # type: ignore[attr-defined]
+    name: str = store.backend.schema
     return name
 
 

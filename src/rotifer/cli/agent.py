@@ -9,6 +9,7 @@ entries' access policies say and is audited as the deployer).
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -251,19 +252,24 @@ def _creator(entry: MemoryEntry, names: dict[str, str]) -> str:
 @click.argument("name")
 @click.option("--category", default=None, metavar="C",
               help="only this category (PREFERENCE, PATTERN, CONTEXT, CACHE)")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="list at most N entries (a page; the last line says how to get the next)")
+@click.option("--after", default=None, metavar="KEY", help="only keys after KEY (the next page)")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
 @click.pass_context
 def memory_list_command(ctx: click.Context, name: str, category: str | None,
-                        as_json: bool) -> None:
-    """List the entries of agent NAME: key, category, size, creator, last update.
+                        limit: int | None, after: str | None, as_json: bool) -> None:
+    """List the entries of agent NAME in key order: key, category, size, creator,
+    last update.
 
     Values are never printed.  SIZE is the bytes the entry counts against the
-    quota (its key plus its value, UTF-8).
+    quota (its key plus its value, UTF-8).  With --limit the list is a page:
+    it costs what its entries cost however large the memory is.
 
     Example:
 
     \b
-        rotifer agent memory list helper --category PREFERENCE
+        rotifer agent memory list helper --category PREFERENCE --limit 50
     """
     from rotifer.agents.genome import Agents
 
@@ -273,12 +279,15 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
         require_memory(store, name)
         # list() removes what has expired first, so the record read after it
         # gives the usage of exactly the entries listed.
-        entries = sorted(store.deployer(name).list(category), key=lambda e: e.key)
+        entries, next_after = store.deployer(name).page(category, after, limit)
         record = store.agent_record(name)
     used, quota = record.used_bytes, record.quota_bytes
     if as_json:
-        common.print_json({"agent": name, "usedBytes": used, "quotaBytes": quota,
-                           "entries": [_entry_json(e) for e in entries]})
+        doc: dict[str, Any] = {"agent": name, "usedBytes": used, "quotaBytes": quota,
+                               "entries": [_entry_json(e) for e in entries]}
+        if limit is not None:
+            doc["nextAfter"] = next_after
+        common.print_json(doc)
         return
     names = {gid: str(info.get("name", "")) for gid, info in project.registry().entries().items()}
     rows = [[e.key, e.category.value, str(e.size), _creator(e, names), e.to_json()["updatedAt"]]
@@ -291,7 +300,13 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
     percent = 100 * used / quota
     click.echo(f"Usage: {common.human_size(used)} of {common.human_size(quota)} "
                f"({percent:.1f}%), {common.plural(len(entries), 'entry', 'entries')}"
-               + (f" in {category.upper()}" if category else ""))
+               + (f" in {category.upper()}" if category else "")
+               + (" listed" if limit is not None or after is not None else ""))
+    if next_after is not None:
+        more = ["rotifer", "agent", "memory", "list", name, *(
+            ["--category", category] if category else []), "--limit", str(limit),
+            "--after", next_after]
+        click.echo("More: " + common.shown(shlex.join(more)))
 
 
 @memory_group.command("delete")

@@ -26,8 +26,8 @@ from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
 
 # -- SQL shared by the SQLite and PostgreSQL backends ------------------------------
 # Both keep the same tables; only the parameter placeholder differs (``?`` or
-# ``%s``).  Their ``make_row`` / ``make_brief`` / ``make_agent`` read result
-# rows in these column orders.
+# ``%s``).  :mod:`rotifer.memory.rows` decodes result rows in these column
+# orders (:mod:`rotifer.memory.sql_transaction` names their positions).
 
 ROW_COLUMNS = (
     "agent_id, key, category, value, created_by, creator_domain, last_accessed_by, "
@@ -39,9 +39,10 @@ AGENT_COLUMNS = (
     "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq, "
     "last_us"
 )
-#: How many rows ``iter_newest`` fetches with its first statement (both backends
-#: page by 256): a query whose answer lies within them needs no snapshot beyond
-#: that one statement, so it runs outside a transaction (gene_memory.query_memory).
+#: The largest page ``iter_newest`` fetches (its pages start at ``first`` rows,
+#: a query's limit, and double up to this).  A query whose answer lies within
+#: the first page needs no snapshot beyond that one statement, so it runs
+#: outside a transaction (gene_memory.query_memory).
 NEWEST_PAGE = 256
 #: Where the entry's columns start in a :func:`lookup_sql` result row.
 LOOKUP_ROW_AT = len(AGENT_COLUMNS.split(", ")) + 1
@@ -223,6 +224,8 @@ def new_row(agent_id: str, key: str, category: Category, value: bytes, created_b
 class Transaction(Protocol):
     """Operations inside one transaction of a backend."""
 
+    __slots__ = ()
+
     def get_agent(self, agent_id: str) -> AgentRecord | None: ...
 
     def list_agents(self) -> list[str]: ...
@@ -284,12 +287,24 @@ class Transaction(Protocol):
         key_prefix: str | None = None,
         since_us: int | None = None,
         until_us: int | None = None,
+        first: int = NEWEST_PAGE,
     ) -> Iterator[Row]:
         """Matching rows, most recently updated first (ties: latest write first).
 
         ``key_prefix`` is a plain prefix compared by code point (= UTF-8 byte
-        order), never a pattern.
+        order), never a pattern.  The rows are fetched in pages of ``first``
+        rows, doubling up to :data:`NEWEST_PAGE`: a caller that wants the
+        newest ten asks for ``first=10``, and the first statement then costs
+        what ten rows cost however many match.
         """
+        ...
+
+    def iter_by_key(self, agent_id: str, *, category: Category | None = None,
+                    after: str | None = None, first: int = NEWEST_PAGE) -> Iterator[Row]:
+        """Entries in key order (code point), those after the key ``after`` if
+        given, fetched in pages of ``first`` rows doubling up to
+        :data:`NEWEST_PAGE`: the unique (agent, key) index serves it, so the
+        first page of a listing costs what its rows cost."""
         ...
 
     def count(self, agent_id: str) -> int: ...
@@ -309,25 +324,19 @@ class Transaction(Protocol):
         """Recount the bytes of an agent's entries (for checks, not hot paths)."""
         ...
 
+    def lookup_holding(self, agent_id: str, key: str | None, clock: Clock
+                       ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
+        """What a change starts from: :meth:`lookup` at a time read from ``clock``
+        while the transaction holds the agent, and that time.
 
-def lookup_holding(tx: Transaction, agent_id: str, key: str | None, clock: Clock
-                   ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
-    """What a change starts from: ``tx.lookup`` at a time read from ``clock``
-    while the transaction holds the agent, and that time.
-
-    A backend whose write transaction holds the agent from its start (SQLite)
-    reads the clock and looks up.  One that takes the agent's lock with its
-    first statement (PostgreSQL) sends the lock and a clock-free lookup together
-    and reads the clock when they are back -- so the time is still taken with
-    the agent held, never before waiting for it.  (``getattr``, not an
-    ``isinstance`` of a runtime protocol: this runs on every change.)"""
-    holding = getattr(tx, "lookup_holding", None)
-    if holding is not None:
-        found: tuple[tuple[AgentRecord, bool, Row | None] | None, int] = holding(
-            agent_id, key, clock)
-        return found
-    now = clock.now_us()
-    return tx.lookup(agent_id, key, now), now
+        The default suits a backend whose write transaction holds the agent from
+        its start (SQLite): read the clock, then look up.  One that takes the
+        agent's lock with its first statement (PostgreSQL) overrides it to send
+        the lock and a clock-free lookup together and read the clock when they
+        are back -- so the time is still taken with the agent held, never
+        before waiting for it."""
+        now = clock.now_us()
+        return self.lookup(agent_id, key, now), now
 
 
 class Backend(Protocol):
@@ -335,6 +344,11 @@ class Backend(Protocol):
 
     #: A short name for messages and docs, e.g. ``"sqlite"``.
     name: str
+    #: Where the memory lives, for messages and audit lines: a file's path, a
+    #: database URL without its password.
+    location: str
+    #: The database schema the tables are in; ``""`` where there are none.
+    schema: str = ""
 
     def read(self) -> AbstractContextManager[Transaction]:
         """A read-only transaction that sees one consistent snapshot."""
@@ -353,7 +367,7 @@ class Backend(Protocol):
     def write(self, agent_id: str | None) -> AbstractContextManager[Transaction]:
         """A read-write transaction holding ``agent_id`` exclusively (SQLite from
         the start; PostgreSQL from its first statement, which travels with the
-        lock -- see :func:`lookup_holding`).
+        lock -- see :meth:`Transaction.lookup_holding`).
 
         Commits when the block exits normally, rolls back on an exception.
         Backend failures surface as MEMORY_STORAGE_ERROR.

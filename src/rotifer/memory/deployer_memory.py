@@ -7,13 +7,15 @@ changes are audited with actor ``deployer``.
 
 from __future__ import annotations
 
+import builtins
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from .audit import DEPLOYER, AuditLog
-from .backend import AgentRecord, Row, Transaction
+from .backend import NEWEST_PAGE, AgentRecord, Row, Transaction
 from .changes import Change, to_entry
 from .clock import format_time
-from .errors import AgentMemoryError, ErrorCode, denied
+from .errors import AgentMemoryError, ErrorCode, denied, invalid
 from .filters import MemoryFilter
 from .model import (
     UNSET,
@@ -43,6 +45,28 @@ class DeployerMemory:
         self.store.purge_expired(self.agent_id)
         with self.store.backend.read() as tx:
             return [to_entry(r) for r in tx.iter_newest(self.agent_id, category=wanted)]
+
+    def page(self, category: Category | str | None = None, after: str | None = None,
+             limit: int | None = None) -> tuple[builtins.list[MemoryEntry], str | None]:
+        """Live entries in key order, those after the key ``after``, at most
+        ``limit`` of them (all without one); and the last key listed if more
+        follow (the next page's ``after``), else ``None``.  Callers must not
+        print values.  The first page reads ``limit`` + 1 rows on the key index,
+        however many entries the agent has."""
+        wanted = None if category is None else parse_category(category)
+        if after is not None:
+            check_key(after)
+        if limit is not None and limit < 1:
+            raise invalid(f"limit must be a whole number of 1 or more, not {limit}")
+        self.store.purge_expired(self.agent_id)
+        with self.store.backend.read() as tx:
+            rows = tx.iter_by_key(self.agent_id, category=wanted, after=after,
+                                  first=NEWEST_PAGE if limit is None else limit + 1)
+            entries = [to_entry(r) for r in (rows if limit is None else islice(rows, limit + 1))]
+        if limit is not None and len(entries) > limit:
+            del entries[limit:]
+            return entries, entries[-1].key
+        return entries, None
 
     def delete_key(self, key: str) -> int:
         check_key(key)

@@ -235,8 +235,10 @@ class GeneMemory:
         now = store.clock.now_us()
         # Usually the first page answers: it is one statement, so one snapshot,
         # and needs no transaction (PostgreSQL: no BEGIN and COMMIT round trips).
+        # The first page is sized by the limit (an index serves it in recency
+        # order), so asking for the newest ten costs ten rows however many match.
         with store.backend.peek() as tx:
-            found = self._collect(tx, wanted, actor, now, NEWEST_PAGE)
+            found = self._collect(tx, wanted, actor, now, min(wanted.limit, NEWEST_PAGE))
         if found is None:  # more pages: all of them from one snapshot
             with store.backend.read() as tx:
                 found = self._collect(tx, wanted, actor, now, None)
@@ -251,7 +253,7 @@ class GeneMemory:
         total = 0
         rows: Iterator[Row] = tx.iter_newest(
             self.agent_id, category=wanted.category, key_prefix=wanted.key_prefix,
-            since_us=wanted.since_us, until_us=wanted.until_us)
+            since_us=wanted.since_us, until_us=wanted.until_us, first=wanted.limit)
         for scanned, row in enumerate(rows, 1):
             if (row.expires_us is None or row.expires_us > now) and scope_allows(
                     row.access.read_scope, actor, row.created_by, row.creator_domain):

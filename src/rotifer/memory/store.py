@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .audit import DEPLOYER, AuditLog
-from .backend import AgentRecord, Backend, Transaction, lookup_holding
+from .backend import AgentRecord, Backend, Transaction
 from .changes import Change, log_change, settle, to_entry
 from .clock import Clock, SystemClock
 from .deployer_memory import DeniedMemory, DeployerMemory
@@ -181,7 +181,7 @@ class MemoryStore:
                 # The clock is read only holding the agent (see changes.py).
                 # What has expired is judged by the clock, as reads and queries do;
                 # the change's own time may be a little later (never earlier).
-                opened, clock_now = lookup_holding(tx, agent_id, key, self.clock)
+                opened, clock_now = tx.lookup_holding(agent_id, key, self.clock)
                 if opened is None:
                     raise storage(f"agent {agent_id!r} has no memory in this store")
                 record, stale, row = opened

@@ -14,6 +14,7 @@ from contextlib import contextmanager, suppress
 
 import psycopg
 
+from ..backend import Backend
 from ..errors import AgentMemoryError, storage
 from . import schema
 from .connection import BEGIN_ATTEMPTS, MAX_IDLE, Connection, Connections, retryable
@@ -23,7 +24,7 @@ from .transaction import LOCK_AGENT_SQL, Cursor, PostgresTransaction, Statement,
 from .watchdog import WATCHDOG
 
 
-class PostgresBackend:
+class PostgresBackend(Backend):
     """PostgreSQL behind the backend interface; safe across threads and processes.
 
     Backends of one process on one URL share one capped pool of connections

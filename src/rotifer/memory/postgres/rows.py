@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from ..backend import Row
 from ..model import RetentionPolicy
-from ..rows import decode_agent, decode_brief, decode_row, entry_params
+from ..rows import decode_row, entry_params
 
 
 def storable(text: str) -> bool:
@@ -44,5 +44,3 @@ def row_params(row: Row) -> tuple[Any, ...]:
 
 #: A partial, not a wrapper function: a query decodes one row per entry.
 make_row = functools.partial(decode_row, retention=RetentionPolicy.parse)  # jsonb arrives parsed
-make_brief = decode_brief
-make_agent = decode_agent

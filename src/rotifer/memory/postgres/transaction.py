@@ -27,47 +27,28 @@ of them).  So a transaction here sends as little as it can on its own:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import psycopg
 
-from ..backend import (
-    AGENT_COLUMNS,
-    FIRST_PAGE,
-    LOOKUP_ROW_AT,
-    ROW_COLUMNS,
-    AgentRecord,
-    Brief,
-    Row,
-    expired_sql,
-    lookup_sql,
-    newest_after,
-    newest_sql,
-    oldest_sql,
-    pages,
-    put_sql,
-)
+from ..backend import AGENT_COLUMNS, ROW_COLUMNS, AgentRecord, Row, put_sql
 from ..clock import Clock
 from ..errors import storage
-from ..model import Category
-from .rows import make_agent, make_brief, make_row, row_params, storable
+from ..sql_transaction import LOOKUP_EXPIRY_AT, SqlTransaction, Statements
+from .rows import make_row, row_params, storable
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 Cursor = psycopg.Cursor[tuple[Any, ...]]
 Params = tuple[Any, ...] | None
 Statement = tuple[str, Params]
 
-EXPIRED_SQL, EXPIRED_AFTER = expired_sql("%s")
-OLDEST_SQL, OLDEST_AFTER = oldest_sql("%s")
-NEWEST_AFTER: Final = newest_after("%s")
 #: Deferred statements kept at most; more are sent (one round trip) first.
 MAX_QUEUED: Final = 32
 
 PUT_SQL: Final = put_sql("%s")
-LOOKUP_SQL: Final = lookup_sql("%s")
 LOCK_AGENT_SQL: Final = "SELECT 1 FROM memory_agents WHERE agent_id = %s FOR UPDATE"
-#: :data:`LOOKUP_SQL` without the clock: the agent's earliest expiry instead of
+#: :func:`~rotifer.memory.backend.lookup_sql` without the clock: the agent's earliest expiry instead of
 #: "has anything expired by now?", so it can travel with the lock and the clock
 #: be read once the lock is held (the partial expiry index answers it).
 #: Parameters: key, agent id.
@@ -113,7 +94,7 @@ class Opener(Protocol):
                  ) -> tuple[Connection, str | None, Cursor | None]: ...
 
 
-class PostgresTransaction:
+class PostgresTransaction(SqlTransaction):
     """:class:`~rotifer.memory.backend.Transaction` over one psycopg connection.
 
     ``conn`` is ``None`` until the first statement (then ``opener`` begins the
@@ -121,6 +102,11 @@ class PostgresTransaction:
     transaction holds, once it holds it."""
 
     __slots__ = ("_opener", "_queue", "_watch", "conn", "locked")
+
+    sql = Statements.using("%s")
+    make_row = staticmethod(make_row)
+    checks_text = True  # no NUL, no lone surrogate in a PostgreSQL text column
+    _storable = staticmethod(storable)
 
     def __init__(self, conn: Connection | None,
                  watch: tuple[Callable[[], None], Callable[[], None]] | None = None,
@@ -155,32 +141,25 @@ class PostgresTransaction:
         queue, self._queue = self._queue, []
         return pipelined(self.conn, [*queue, (sql, params)])[-1]
 
-    def _all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    def _watched(self, sql: str, params: Params, read: bool) -> Cursor:
+        """:meth:`_send`, and in a long-running transaction with the one
+        statement watched (bounded on its own) while it runs."""
         if self._watch is None:
-            return self._send(sql, params).fetchall()
+            return self._send(sql, params, read=read)
         self._watch[0]()
         try:
-            return self._send(sql, params).fetchall()
+            return self._send(sql, params, read=read)  # the rows arrive with it
         finally:
             self._watch[1]()
+
+    def _all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self._watched(sql, params, True).fetchall()
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        if self._watch is None:
-            return self._send(sql, params).fetchone()
-        self._watch[0]()
-        try:
-            return self._send(sql, params).fetchone()
-        finally:
-            self._watch[1]()
+        return self._watched(sql, params, True).fetchone()
 
     def _run(self, sql: str, params: tuple[Any, ...]) -> int:
-        if self._watch is None:
-            return self._send(sql, params, read=False).rowcount
-        self._watch[0]()
-        try:
-            return self._send(sql, params, read=False).rowcount
-        finally:
-            self._watch[1]()
+        return self._watched(sql, params, False).rowcount
 
     def _later(self, agent_id: str, sql: str, params: tuple[Any, ...]) -> None:
         """A write on ``agent_id`` whose outcome nothing reads: queued while this
@@ -210,17 +189,6 @@ class PostgresTransaction:
 
     # -- agents ---------------------------------------------------------------
 
-    def get_agent(self, agent_id: str) -> AgentRecord | None:
-        if not storable(agent_id):
-            return None
-        r = self._one(f"SELECT {AGENT_COLUMNS} FROM memory_agents WHERE agent_id = %s",
-                      (agent_id,))
-        return None if r is None else make_agent(r)
-
-    def list_agents(self) -> list[str]:
-        return [r[0] for r in self._all("SELECT agent_id FROM memory_agents ORDER BY agent_id",
-                                        ())]
-
     def insert_agent(self, record: AgentRecord) -> None:
         self._run(
             f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
@@ -245,31 +213,13 @@ class PostgresTransaction:
 
     # -- entries --------------------------------------------------------------
 
-    def get(self, agent_id: str, key: str) -> Row | None:
-        if not (storable(agent_id) and storable(key)):
-            return None
-        r = self._one(f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE agent_id = %s AND key = %s",
-                      (agent_id, key))
-        return None if r is None else make_row(r)
-
-    def lookup(self, agent_id: str, key: str | None, now_us: int
-               ) -> tuple[AgentRecord, bool, Row | None] | None:
-        if not storable(agent_id):
-            return None
-        if key is not None and not storable(key):
-            key = None  # no stored key contains NUL or a lone surrogate
-        r = self._one(LOOKUP_SQL, (now_us, key, agent_id))
-        if r is None:
-            return None
-        at = LOOKUP_ROW_AT
-        return make_agent(r[:at - 1]), bool(r[at - 1]), None if r[at] is None else make_row(r[at:])
-
     def lookup_holding(self, agent_id: str, key: str | None, clock: Clock
                        ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
         """:meth:`lookup` as the first statement of a change, in the round trip that
         begins the transaction and locks the agent; the clock is read once that
-        round trip is back, so with the lock held (see ``lookup_holding`` in
-        :mod:`rotifer.memory.backend`).  Returns (what ``lookup`` returns, now)."""
+        round trip is back, so with the lock held (see
+        :meth:`rotifer.memory.backend.Transaction.lookup_holding`).  Returns (what
+        ``lookup`` returns, now)."""
         if self.conn is not None or not storable(agent_id):
             now = clock.now_us()
             return self.lookup(agent_id, key, now), now
@@ -279,10 +229,8 @@ class PostgresTransaction:
         now = clock.now_us()
         if r is None:
             return None, now
-        at = LOOKUP_ROW_AT
-        soonest = r[at - 1]
-        return ((make_agent(r[:at - 1]), soonest is not None and soonest <= now,
-                 None if r[at] is None else make_row(r[at:])), now)
+        soonest = r[LOOKUP_EXPIRY_AT]
+        return self._opened(r, soonest is not None and soonest <= now), now
 
     def touch_if(self, agent_id: str, key: str, gene_id: str, seq: int, now_us: int) -> bool:
         if not (storable(agent_id) and storable(key)):
@@ -301,38 +249,6 @@ class PostgresTransaction:
             self._later(agent_id, "DELETE FROM memory_entries WHERE agent_id = %s "
                         "AND key = ANY(%s)", (agent_id, keys))
 
-    def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]:
-        for r in pages(self._all, EXPIRED_SQL, (agent_id, now_us), EXPIRED_AFTER,
-                       lambda r: (r[0], r[5]), FIRST_PAGE):
-            yield make_brief(r[1:])
-
-    def iter_oldest(self, agent_id: str, category: Category) -> Iterator[Brief]:
-        for r in pages(self._all, OLDEST_SQL, (agent_id, category.value), OLDEST_AFTER,
-                       lambda r: (r[3], r[4]), FIRST_PAGE):
-            yield make_brief(r)
-
-    def iter_newest(
-        self,
-        agent_id: str,
-        *,
-        category: Category | None = None,
-        key_prefix: str | None = None,
-        since_us: int | None = None,
-        until_us: int | None = None,
-    ) -> Iterator[Row]:
-        if key_prefix and not storable(key_prefix):
-            return  # no stored key contains NUL or a lone surrogate
-        sql, params = newest_sql("%s", agent_id, category, key_prefix, since_us, until_us)
-        for r in pages(self._all, sql, params, NEWEST_AFTER, lambda r: (r[8], r[14])):
-            row = make_row(r)
-            if key_prefix and not row.key.startswith(key_prefix):
-                continue  # belt and braces: the range above is exact already
-            yield row
-
-    def count(self, agent_id: str) -> int:
-        r = self._one("SELECT count(*) FROM memory_entries WHERE agent_id = %s", (agent_id,))
-        return int(r[0]) if r else 0
-
     def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
         """One statement for all of a change's lines; ids (commit order per agent,
         as the agent's row lock is held) come from the sequence."""
@@ -343,8 +259,3 @@ class PostgresTransaction:
         rows = self._all("SELECT line FROM memory_audit WHERE agent_id = %s ORDER BY id",
                          (agent_id,))
         return [json.loads(r[0]) for r in rows]
-
-    def sum_sizes(self, agent_id: str) -> int:
-        r = self._one("SELECT coalesce(sum(size), 0)::bigint FROM memory_entries "
-                      "WHERE agent_id = %s", (agent_id,))
-        return int(r[0]) if r else 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
 
+from ..backend import Backend
 from ..errors import AgentMemoryError, storage
 from .schema import SCHEMA_VERSION, STEPS
 from .transaction import SqliteTransaction
@@ -18,12 +19,18 @@ from .transaction import SqliteTransaction
 BUSY_TIMEOUT_S = 30.0
 
 
+#: SQLite's primary result codes that mean "another connection holds a lock":
+#: BEGIN waits and tries again.  (The primary code is the low byte of an
+#: extended one, e.g. SQLITE_BUSY_SNAPSHOT.)
+_BUSY_CODES = frozenset((sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED))
+
+
 def _is_busy(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
+    code: int | None = getattr(exc, "sqlite_errorcode", None)  # None: not from SQLite
+    return code is not None and code & 0xFF in _BUSY_CODES
 
 
-class SqliteBackend:
+class SqliteBackend(Backend):
     """SQLite behind the backend interface; safe across threads and processes."""
 
     name = "sqlite"
@@ -43,6 +50,7 @@ class SqliteBackend:
         creating it would hide that the memory is gone.
         """
         self.path = path
+        self.location = str(path)
         self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         if not create and not path.is_file():

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..backend import Row
 from ..model import RetentionPolicy
-from ..rows import decode_agent, decode_brief, decode_row, entry_params
+from ..rows import decode_row, entry_params
 
 
 def retention_to_text(policy: RetentionPolicy | None) -> str | None:
@@ -29,5 +29,3 @@ def row_params(row: Row) -> tuple[Any, ...]:
 
 #: A partial, not a wrapper function: a query decodes one row per entry.
 make_row = functools.partial(decode_row, retention=_parse_retention)
-make_brief = decode_brief
-make_agent = decode_agent

@@ -45,10 +45,9 @@ LINES_PER_WRITE: Final = 1000
 def describe(store: MemoryStore) -> str:
     """``backend:where`` for messages and audit lines (never a password)."""
     backend = store.backend
-    where = str(getattr(backend, "location", None) or getattr(backend, "path", None) or "")
-    schema = getattr(backend, "schema", "")
-    if schema and schema != "public":
-        where += f" (schema {schema})"
+    where = backend.location
+    if backend.schema and backend.schema != "public":
+        where += f" (schema {backend.schema})"
     return f"{backend.name}:{where}"
 
 
