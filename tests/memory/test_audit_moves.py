@@ -1,0 +1,146 @@
+"""The audit log stays true across moves, exports and imports (issue 22, items 1-3, 6).
+
+Two stores of one project share one audit log (``.rotifer/audit.jsonl``), as
+``rotifer agent move`` makes them do: every test moves or copies an agent
+between real SQLite files and real PostgreSQL schemas and then asks the
+store the agent lives in now: ``verify_agent`` passes, appends nothing (no
+change committed anywhere is ever marked ``rolled_back``), and
+``audit_history`` gives the agent's whole history, every committed change
+once, numbered 1, 2, 3, ... in order, across every store it has lived in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rotifer.memory import ManualClock, MemoryStore
+from rotifer.memory.audit_history import audit_history
+from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.transfer import export_agent, import_agent, move_agent
+
+from .conftest import SchemaMaker
+from .helpers import audit_lines, gene_id
+
+PG = pytest.mark.postgres
+GENE = gene_id("fmt-1")
+PAIRS = [pytest.param("sqlite", "sqlite", id="sqlite-to-sqlite"),
+         pytest.param("sqlite", "postgres", id="sqlite-to-postgres", marks=PG),
+         pytest.param("postgres", "sqlite", id="postgres-to-sqlite", marks=PG)]
+KINDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=PG)]
+
+Opener = Callable[[str, str], MemoryStore]
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock("2026-03-01T12:00:00Z")
+
+
+@pytest.fixture
+def rot(tmp_path: Path) -> Path:
+    return tmp_path / ".rotifer"
+
+
+@pytest.fixture
+def opener(tmp_path: Path, rot: Path, clock: ManualClock, request: pytest.FixtureRequest
+           ) -> Iterator[Opener]:
+    """``opener(kind, name)``: a store on a new SQLite file or PostgreSQL schema,
+    all of them writing to the one audit log of the project ``rot``."""
+    opened: list[MemoryStore] = []
+    schemas: list[str] = []
+    maker: list[SchemaMaker] = []
+    urls: dict[str, str] = {}
+
+    def make(kind: str, name: str) -> MemoryStore:
+        if name not in urls:
+            if kind == "sqlite":
+                urls[name] = f"sqlite:{tmp_path / (name + '.db')}"
+            else:
+                if not maker:
+                    maker.append(request.getfixturevalue("pg_schemas"))
+                schema, urls[name] = maker[0].new()
+                schemas.append(schema)
+        store = MemoryStore.open(rot, url=urls[name], clock=clock)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+    for schema in schemas:
+        maker[0].drop(schema)
+
+
+def work(store: MemoryStore, clock: ManualClock, tag: str, n: int = 3) -> None:
+    """A few changes of every kind: writes, an update, a CACHE write, a delete."""
+    memory = store.for_gene("m", GENE, "formatter")
+    for i in range(n):
+        clock.advance(seconds=1)
+        memory.write_memory(f"formatter/{tag}{i}", f"{tag}{i}".encode(), "PREFERENCE")
+    memory.write_memory(f"formatter/{tag}0", b"again", "PREFERENCE")
+    memory.write_memory(f"formatter/{tag}-cache", b"c" * 20, "CACHE")
+    memory.delete_memory(f"formatter/{tag}1")
+
+
+def assert_true(store: MemoryStore, rot: Path) -> list[dict[str, Any]]:
+    """verify passes and appends nothing; show is the whole history in order."""
+    before = audit_lines(rot)
+    report = verify_agent(store, "m")
+    assert report.ok, report.message
+    assert report.repaired == 0, report.message
+    assert audit_lines(rot) == before, "verify appended to a true log"
+    assert not [x for x in before if x["action"] == "rolled_back"]
+    shown = list(reversed(list(audit_history(store, "m"))))
+    seqs = [x["seq"] for x in shown if x.get("seq") is not None]
+    changes = [s for i, s in enumerate(seqs) if i == 0 or seqs[i - 1] != s]
+    assert changes == list(range(1, store.agent_record("m").next_seq)), changes
+    return shown
+
+
+@pytest.mark.parametrize(("src", "dst"), PAIRS)
+def test_a_move_and_back_keeps_the_log_true(opener: Opener, rot: Path, clock: ManualClock,
+                                            src: str, dst: str) -> None:
+    """Item 1-3: a move (CACHE left behind), work there, a move back, work again."""
+    a = opener(src, "a")
+    a.create_agent("m")
+    work(a, clock, "a")
+    assert_true(a, rot)
+    b = opener(dst, "b")
+    move_agent(a, b, "m")
+    shown = assert_true(b, rot)
+    actions = [x["action"] for x in shown]
+    assert actions.index("move") < actions.index("import_agent")
+    assert "move_drop" in actions  # the CACHE entry left behind
+    assert [x["key"] for x in shown if x["action"] == "write"][:3] == \
+        [f"formatter/a{i}" for i in range(3)]  # the history from before the move
+    work(b, clock, "b")
+    assert_true(b, rot)
+    move_agent(b, a, "m", keep_cache=True)
+    work(a, clock, "c")
+    shown = assert_true(a, rot)
+    assert [x["action"] for x in shown].count("import_agent") == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_export_then_import_into_a_second_store(opener: Opener, rot: Path, clock: ManualClock,
+                                                tmp_path: Path, kind: str) -> None:
+    """Item 2: the copy and the original both go on; each one's history is its own."""
+    a = opener(kind, "a")
+    a.create_agent("m")
+    work(a, clock, "a")
+    export_agent(a, "m", tmp_path / "m.json")
+    b = opener(kind, "b")
+    import_agent(b, tmp_path / "m.json")
+    assert_true(a, rot)
+    assert_true(b, rot)
+    work(a, clock, "x")  # both go on: the history forks at the export
+    work(b, clock, "y")
+    work(a, clock, "z")
+    shown_a, shown_b = assert_true(a, rot), assert_true(b, rot)
+    assert not any(str(x["key"]).startswith("formatter/y") for x in shown_a)
+    assert not any(str(x["key"]).startswith(("formatter/x", "formatter/z")) for x in shown_b)
+    assert any(x["action"] == "import_agent" for x in shown_b)

@@ -1,0 +1,90 @@
+"""``audit verify`` and ``audit show`` stream the log (issue 22, items 4 and 6).
+
+A log far larger than the bound -- a rolled-over file of other agents' lines
+and the live file, as a busy project has -- is verified and shown while the
+peak of Python allocations (tracemalloc) stays under a fixed bound.  The bound
+is about memory, not time, so the test does not depend on the machine's speed.
+Reading the log whole (as before issue 22) needs more than the log's size.
+"""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rotifer.memory import ManualClock, MemoryStore
+from rotifer.memory.audit_history import audit_history
+from rotifer.memory.audit_text import ENCODER, chain, line_hash
+from rotifer.memory.audit_verify import verify_agent
+
+from .helpers import gene_id
+
+#: The log's size, and the bound on the peak of allocations while it is read: the
+#: log is 8 times larger (kept small because tracemalloc slows every allocation
+#: down; ``python -m bench --only audit`` reads a log of 1 GB).
+LOG_BYTES = 4 << 20
+BOUND = 512 << 10
+GENE = gene_id("g")
+
+
+def noise(log: Path, nbytes: int) -> None:
+    """Append ``nbytes`` of other agents' lines, chained, in batches."""
+    with open(log, "rb") as f:
+        prev = line_hash(f.read().splitlines()[-1])
+    line: dict[str, Any] = {"ts": "2026-03-01T12:00:00.000000Z", "agent": "", "action": "write",
+                            "key": "", "category": "CACHE", "actor": GENE, "bytes": 100,
+                            "entryId": None, "epoch": "0" * 12, "seq": 0}
+    written, n = 0, 0
+    with open(log, "ab") as out:
+        while written < nbytes:
+            bodies = []
+            for _ in range(2000):
+                n += 1
+                line.update(agent=f"noise-{n % 50}", key=f"k/{n:012d}" + "x" * 120, seq=n)
+                bodies.append(ENCODER.encode(line).encode())
+            data, prev = chain(bodies, prev)
+            out.write(data)
+            written += len(data)
+
+
+def peak(fn: Callable[[], Any]) -> tuple[int, Any]:
+    tracemalloc.start()
+    try:
+        result = fn()
+        return tracemalloc.get_traced_memory()[1], result
+    finally:
+        tracemalloc.stop()
+
+
+def test_verify_and_show_hold_a_bounded_part_of_a_large_log(tmp_path: Path) -> None:
+    rot = tmp_path / ".rotifer"
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    store = MemoryStore.open(rot, url=f"sqlite:{tmp_path / 'm.db'}", clock=clock)
+    store.create_agent("m")
+    memory = store.for_gene("m", GENE, "d")
+    for i in range(100):
+        memory.write_memory(f"d/{i % 40}", b"v" * (i % 7), "CONTEXT")
+    log = rot / "audit.jsonl"
+    noise(log, LOG_BYTES // 2)
+    os.rename(log, rot / "audit.jsonl.1")  # rolled over: the next line starts audit.jsonl
+    for i in range(100):
+        memory.write_memory(f"d/{i % 40}", b"w", "CONTEXT")
+    noise(log, LOG_BYTES // 2)
+    memory.write_memory("d/last", b"z", "PREFERENCE")
+    size = log.stat().st_size + (rot / "audit.jsonl.1").stat().st_size
+    assert size >= LOG_BYTES >= 8 * BOUND
+
+    used, report = peak(lambda: verify_agent(store, "m"))
+    assert report.ok, report.message
+    assert report.changes == 201
+    assert used < BOUND, used
+    used, newest = peak(lambda: list(audit_history(store, "m", limit=3)))
+    assert [x["key"] for x in newest] == ["d/last", "d/19", "d/18"]
+    assert used < BOUND, used
+    used, everything = peak(lambda: sum(1 for _ in audit_history(store, "m")))
+    assert everything == 201
+    assert used < BOUND, used
+    store.close()
