@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..audit import DEPLOYER
+from ..backend import AgentRecord
 from ..changes import Change, settle
 from ..errors import ErrorCode, MemoryError, invalid, storage
 from ..store import MemoryStore
@@ -56,9 +57,10 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     if not source.has_agent(agent_id):
         raise MemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in "
                           f"{describe(source)}")
-    if destination.has_agent(agent_id):
+    if destination is source:
         raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "
-                      "nothing was moved (remove it there first if it must go)")
+                      "nothing was moved")
+    there = destination.has_agent(agent_id)
     source.purge_expired(agent_id)
     src, dst = describe(source), describe(destination)
     copied = False
@@ -81,7 +83,10 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                                     if what == "carry"):
                 summary.row(entry_record(row), n)
             sha256 = summary.checksum.hexdigest()
-            summary.finish(tally.tail(sha256))  # a quota the entries do not fit: no line
+            expected = summary.finish(tally.tail(sha256))  # a quota they do not fit: no line
+            if there:
+                _drop_orphan(destination, agent_id, expected._replace(
+                    next_seq=record.next_seq + 1), summary)
 
             def lines() -> Iterator[dict[str, Any]]:
                 yield line(now, agent_id, "move", nbytes=tally.total, entries=tally.carried,
@@ -124,6 +129,24 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
         if progress is not None:
             progress.finish()
     return report(tally, agent_id, sha256, src, dst)
+
+
+def _drop_orphan(destination: MemoryStore, agent_id: str, expected: AgentRecord,
+                 summary: ExportChecker) -> None:
+    """The destination has a memory of the agent already.  If it is exactly the
+    copy this move would make now -- same settings, entries and numbers, changed
+    by nothing since its import: the copy of an earlier move of this very state
+    that was killed after the copy committed and before the source dropped the
+    agent -- remove it (audited there as ``drop_agent``) and move again, so the
+    retried move ends as if the first had never been.  Anything else is refused:
+    an import or move never merges or overwrites."""
+    try:
+        with destination.backend.long_running(), destination.backend.read() as dtx:
+            verify(dtx, expected, summary.entries)
+    except MemoryError:
+        raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "
+                      "nothing was moved (remove it there first if it must go)") from None
+    destination.drop_agent(agent_id)
 
 
 def _undo_copy(source: MemoryStore, destination: MemoryStore, agent_id: str,
