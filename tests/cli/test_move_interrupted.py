@@ -18,6 +18,7 @@ import json
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -114,3 +115,35 @@ def test_many_interrupted_moves_end_true(tmp_path: Path, pg_fresh_url: str) -> N
     sqlite = trials(root, f"sqlite:{tmp_path / 'other.db'}", 20, seed=1)
     postgres = trials(root, pg_fresh_url, 20, seed=2)
     print(f"sqlite {sqlite}, postgres {postgres}")
+
+
+KILLED_BEFORE_BINDING = '''
+import os, signal, sys
+from rotifer.agents.genome import Agents
+from rotifer.cli.main import main
+
+def die(self, name, url):  # the move committed; its binding is about to be written
+    os.kill(os.getpid(), signal.SIGKILL)
+
+Agents.bind = die
+sys.argv = ["rotifer", "agent", "move", "bot", "--to", sys.argv[1], "-q"]
+main()
+'''
+
+
+def test_a_move_cut_off_before_its_binding_is_finished_by_a_retry(tmp_path: Path) -> None:
+    """SIGKILL after the source committed, before the binding was written: the agent's
+    memory is at the destination, its spec still names the source.  The same
+    command again records the binding (nothing to copy) instead of failing."""
+    root = project(tmp_path / "p")
+    other = f"sqlite:{tmp_path / 'other.db'}"
+    done = subprocess.run([sys.executable, "-c", KILLED_BEFORE_BINDING, other], cwd=root,
+                          env=clean_env(), capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    home = f"sqlite:{(root / '.rotifer' / 'playground.db').resolve()}"
+    assert bound(root, home) == home
+    out = ok(root, "agent", "move", "bot", "--to", other, "-q")
+    assert "moved already" in out
+    assert bound(root, home) == other
+    check_history(root)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rotifer.memory import ManualClock, MemoryStore
+from rotifer.memory import ManualClock, MemoryError, MemoryStore
 from rotifer.memory.audit_history import audit_history
 from rotifer.memory.audit_verify import verify_agent
 from rotifer.memory.transfer import export_agent, import_agent, move_agent
@@ -86,14 +86,16 @@ def work(store: MemoryStore, clock: ManualClock, tag: str, n: int = 3) -> None:
     memory.delete_memory(f"formatter/{tag}1")
 
 
-def assert_true(store: MemoryStore, rot: Path) -> list[dict[str, Any]]:
-    """verify passes and appends nothing; show is the whole history in order."""
+def assert_true(store: MemoryStore, rot: Path, *, rolled_back: int = 0
+                ) -> list[dict[str, Any]]:
+    """verify passes and appends nothing; show is the whole history in order; the
+    log holds ``rolled_back`` lines only for changes that never committed."""
     before = audit_lines(rot)
     report = verify_agent(store, "m")
     assert report.ok, report.message
     assert report.repaired == 0, report.message
     assert audit_lines(rot) == before, "verify appended to a true log"
-    assert not [x for x in before if x["action"] == "rolled_back"]
+    assert len([x for x in before if x["action"] == "rolled_back"]) == rolled_back
     shown = list(reversed(list(audit_history(store, "m"))))
     seqs = [x["seq"] for x in shown if x.get("seq") is not None]
     changes = [s for i, s in enumerate(seqs) if i == 0 or seqs[i - 1] != s]
@@ -144,3 +146,65 @@ def test_export_then_import_into_a_second_store(opener: Opener, rot: Path, clock
     assert not any(str(x["key"]).startswith("formatter/y") for x in shown_a)
     assert not any(str(x["key"]).startswith(("formatter/x", "formatter/z")) for x in shown_b)
     assert any(x["action"] == "import_agent" for x in shown_b)
+
+
+KILLED_MOVE = '''
+import os, signal, sys
+from pathlib import Path
+from rotifer.memory import MemoryStore
+from rotifer.memory.sqlite.transaction import SqliteTransaction
+from rotifer.memory.transfer import move_agent
+
+def die(self, agent_id):  # the copy committed; the source is about to drop the agent
+    os.kill(os.getpid(), signal.SIGKILL)
+
+SqliteTransaction.delete_agent = die
+if sys.argv[2].startswith("postgres"):
+    from rotifer.memory.postgres.transaction import PostgresTransaction
+    PostgresTransaction.delete_agent = die
+rot = Path(sys.argv[1])
+move_agent(MemoryStore.open(rot, url=sys.argv[2]), MemoryStore.open(rot, url=sys.argv[3]), "m")
+'''
+
+
+@pytest.mark.parametrize(("src", "dst"), PAIRS)
+def test_a_move_killed_after_the_copy_committed_is_retried(
+        opener: Opener, rot: Path, clock: ManualClock, src: str, dst: str,
+        tmp_path: Path) -> None:
+    """SIGKILL between the destination's commit and the source's: both stores hold
+    the agent.  The retried move finds the destination's copy exactly what it
+    would copy now, removes it (audited there) and moves again; the history is
+    whole.  A copy that changed since is never replaced."""
+    import signal
+    import subprocess
+    import sys
+
+    a, b = opener(src, "a"), opener(dst, "b")
+    a.create_agent("m")
+    work(a, clock, "a")
+    done = subprocess.run([sys.executable, "-c", KILLED_MOVE, str(rot), _url(a), _url(b)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert a.has_agent("m") and b.has_agent("m")
+    assert verify_agent(a, "m").ok  # the source's move: never committed
+    move_agent(a, b, "m")
+    assert not a.has_agent("m")
+    shown = assert_true(b, rot, rolled_back=1)  # the killed move's, by verify above
+    assert [x["action"] for x in shown].count("import_agent") == 1
+    # A destination copy that went on by itself is never replaced.
+    work(b, clock, "b")
+    c = opener(src, "c")
+    export = tmp_path / "m.json"
+    export_agent(b, "m", export)
+    import_agent(c, export)
+    c.for_gene("m", GENE, "formatter").write_memory("formatter/new", b"1", "PREFERENCE")
+    with pytest.raises(MemoryError) as info:
+        move_agent(b, c, "m")
+    assert "already has a memory" in info.value.message
+    assert b.has_agent("m") and c.has_agent("m")
+
+
+def _url(store: MemoryStore) -> str:
+    backend = store.backend
+    path = getattr(backend, "path", None)
+    return f"sqlite:{path}" if path is not None else str(backend.url)

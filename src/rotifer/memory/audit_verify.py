@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .audit import rolled_back_line
-from .audit_lineage import find_imports, history_lines, lineage, note_import
+from .audit_lineage import history_lines, lineage, note_import
 from .audit_read import Logged, LogProblem, Scan, read_chained, scan
 from .audit_replay import Replay, compare
 from .backend import AgentRecord, Transaction
@@ -135,11 +135,15 @@ def verify(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
         return Report(False, str(exc)), None
     epochs: frozenset[str] = frozenset()
     committed_ts: Any = None
-    if database is not None:
-        more, epochs = find_imports(None, agent, database)
-        imports.update(more)
-        if record is not None:
-            committed_ts = _committed_ts(database(), record)
+    if database is not None:  # one pass over the database's copy
+        seen: set[str] = set()
+        last = None if record is None else (record.epoch, record.next_seq - 1)
+        for line in database():
+            seen.add(line.get("epoch", ""))
+            note_import(imports, line)
+            if last is not None and (line.get("epoch", ""), line.get("seq")) == last:
+                committed_ts = line.get("ts")
+        epochs = frozenset(seen)
     note = ""
     try:
         if anchor and record is not None:
@@ -165,15 +169,6 @@ def verify(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
                     "0.x, taken as written)")
     return Report(True, summary, result.changes, result.lines, stats.legacy,
                   phantoms=[seq for _, seq in result.phantoms]), result
-
-
-def _committed_ts(lines: Iterator[dict[str, Any]], record: AgentRecord) -> Any:
-    """The time of the store's last committed change, from its own copy."""
-    n, ts = record.next_seq - 1, None
-    for line in lines:
-        if line.get("seq") == n and line.get("epoch", "") == record.epoch:
-            ts = line.get("ts")
-    return ts
 
 
 def _local_phantoms(path: Path, agent: str, epoch: str,
