@@ -41,8 +41,9 @@ COMMANDS = {
 }
 
 
-def _noise(log: Path, nbytes: int) -> None:
-    """Append ``nbytes`` of 50 other agents' lines to ``log``, chained."""
+def append_noise(log: Path, nbytes: int) -> None:
+    """Append ``nbytes`` of 50 other agents' lines to ``log``, chained as the store
+    chains them (also the large log of tests/memory/test_audit_stream.py)."""
     with open(log, "rb") as f:
         size = f.seek(0, os.SEEK_END)
         f.seek(max(0, size - 65536))
@@ -78,14 +79,14 @@ def build(tmp: Path, size: int) -> Path:
     a.create_agent("m")
     _work(a, 1000)
     log = rot / "audit.jsonl"
-    _noise(log, size // 2)
+    append_noise(log, size // 2)
     a.audit.close()
     b.audit.close()
     os.rename(log, rot / "audit.jsonl.1")
     _work(a, 1000)
     move_agent(a, b, "m")
     _work(b, 500)
-    _noise(log, size - size // 2)
+    append_noise(log, size - size // 2)
     _work(b, 10)
     a.close()
     b.close()

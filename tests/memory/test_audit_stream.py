@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.audit import append_noise
 from rotifer.memory import ManualClock, MemoryStore
 from rotifer.memory.audit_history import audit_history
-from rotifer.memory.audit_text import ENCODER, chain, line_hash
 from rotifer.memory.audit_verify import verify_agent
 
 from .helpers import gene_id
@@ -28,26 +28,6 @@ from .helpers import gene_id
 LOG_BYTES = 4 << 20
 BOUND = 512 << 10
 GENE = gene_id("g")
-
-
-def noise(log: Path, nbytes: int) -> None:
-    """Append ``nbytes`` of other agents' lines, chained, in batches."""
-    with open(log, "rb") as f:
-        prev = line_hash(f.read().splitlines()[-1])
-    line: dict[str, Any] = {"ts": "2026-03-01T12:00:00.000000Z", "agent": "", "action": "write",
-                            "key": "", "category": "CACHE", "actor": GENE, "bytes": 100,
-                            "entryId": None, "epoch": "0" * 12, "seq": 0}
-    written, n = 0, 0
-    with open(log, "ab") as out:
-        while written < nbytes:
-            bodies = []
-            for _ in range(2000):
-                n += 1
-                line.update(agent=f"noise-{n % 50}", key=f"k/{n:012d}" + "x" * 120, seq=n)
-                bodies.append(ENCODER.encode(line).encode())
-            data, prev = chain(bodies, prev)
-            out.write(data)
-            written += len(data)
 
 
 def peak(fn: Callable[[], Any]) -> tuple[int, Any]:
@@ -68,11 +48,11 @@ def test_verify_and_show_hold_a_bounded_part_of_a_large_log(tmp_path: Path) -> N
     for i in range(100):
         memory.write_memory(f"d/{i % 40}", b"v" * (i % 7), "CONTEXT")
     log = rot / "audit.jsonl"
-    noise(log, LOG_BYTES // 2)
+    append_noise(log, LOG_BYTES // 2)
     os.rename(log, rot / "audit.jsonl.1")  # rolled over: the next line starts audit.jsonl
     for i in range(100):
         memory.write_memory(f"d/{i % 40}", b"w", "CONTEXT")
-    noise(log, LOG_BYTES // 2)
+    append_noise(log, LOG_BYTES // 2)
     memory.write_memory("d/last", b"z", "PREFERENCE")
     size = log.stat().st_size + (rot / "audit.jsonl.1").stat().st_size
     assert size >= LOG_BYTES >= 8 * BOUND
