@@ -109,12 +109,17 @@ def test_a_few_interrupted_moves_end_true(tmp_path: Path, kind: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.postgres
-def test_many_interrupted_moves_end_true(tmp_path: Path, pg_fresh_url: str) -> None:  # noqa: F811
+def test_many_interrupted_moves_end_true(tmp_path: Path) -> None:
     root = project(tmp_path / "p")
-    sqlite = trials(root, f"sqlite:{tmp_path / 'other.db'}", 20, seed=1)
-    postgres = trials(root, pg_fresh_url, 20, seed=2)
-    print(f"sqlite {sqlite}, postgres {postgres}")
+    print(trials(root, f"sqlite:{tmp_path / 'other.db'}", 20, seed=1))
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_many_interrupted_moves_to_postgres_end_true(tmp_path: Path,
+                                                     pg_fresh_url: str) -> None:  # noqa: F811
+    root = project(tmp_path / "p")
+    print(trials(root, pg_fresh_url, 16, seed=2))
 
 
 KILLED_BEFORE_BINDING = '''

@@ -10,14 +10,18 @@ Reading the log whole (as before issue 22) needs more than the log's size.
 from __future__ import annotations
 
 import os
+import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.audit import append_noise
 from rotifer.memory import ManualClock, MemoryStore
 from rotifer.memory.audit_history import audit_history
+from rotifer.memory.audit_read import Scan
 from rotifer.memory.audit_verify import verify_agent
 
 from .helpers import gene_id
@@ -67,4 +71,25 @@ def test_verify_and_show_hold_a_bounded_part_of_a_large_log(tmp_path: Path) -> N
     used, everything = peak(lambda: sum(1 for _ in audit_history(store, "m")))
     assert everything == 201
     assert used < BOUND, used
+    store.close()
+
+
+@pytest.mark.postgres
+def test_a_long_verify_or_show_is_not_cut_off_on_postgres(pg_fresh_url: str,
+                                                           tmp_path: Path) -> None:
+    """A memory call is bounded by ``rotifer_timeout`` as a whole; reading a large
+    log is not a memory call, so only its statements are bounded.  The reading is
+    made slow for certain (the progress callback sleeps past the bound), not by
+    the machine."""
+    url = pg_fresh_url + "&rotifer_timeout=1"
+    store = MemoryStore.open(tmp_path / ".rotifer", url=url)
+    store.create_agent("m")
+    store.for_gene("m", GENE, "d").write_memory("d/k", b"v", "CONTEXT")
+
+    def slow(stats: Scan) -> None:
+        time.sleep(1.5)
+
+    report = verify_agent(store, "m", progress=slow)
+    assert report.ok, report.message
+    assert [x["key"] for x in audit_history(store, "m", progress=slow)] == ["d/k"]
     store.close()

@@ -57,7 +57,7 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
     newest).  ``progress`` is told how far the reading of the log got."""
     matches = _Matches(limit)
     path = store.audit.path
-    with store.backend.read() as tx:
+    with store.backend.long_running(), store.backend.read() as tx:  # bounded per statement
         record = tx.get_agent(agent)
         database = (lambda: tx.audit_lines(agent) or iter(())) \
             if tx.audit_lines(agent) is not None else None

@@ -208,7 +208,9 @@ def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True, anchor:
     path = store.audit.path
     if path is None:
         return Report(False, "this store keeps no audit log")
-    with store.backend.write(agent) as tx:
+    # Reading a large log takes as long as it takes: each statement is bounded,
+    # not the whole transaction (a deployer's command, like a move).
+    with store.backend.long_running(), store.backend.write(agent) as tx:
         report, result = verify(tx, path, agent, anchor=anchor, progress=progress)
         if report.ok and repair and result is not None:
             record = tx.get_agent(agent)
