@@ -125,8 +125,9 @@ def run(tmp: Path, settings: Settings) -> str:
         with open(file, "rb") as f:
             while block := f.read(1 << 20):
                 lines += block.count(b"\n")
-    note = (f"The log: {total / 1e6:,.0f} MB, {lines:,} lines in two files (`audit.jsonl.1` "
-            "and the live file); agent `m`'s 2,512 committed changes (a move to a second "
+    files = len(list(rot.glob("audit.jsonl*")))
+    note = (f"The log: {total / 1e6:,.0f} MB, {lines:,} lines in {files} files (rolled over "
+            "at the default 64 MiB); agent `m`'s 2,512 committed changes (a move to a second "
             f"store half-way) among the lines of 50 other agents (built in {built:.0f} s).  "
             "Each command runs in a fresh process; RSS is that process's peak (Python and "
             "the store included), the start-up row its floor.")
