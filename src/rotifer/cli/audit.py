@@ -44,12 +44,14 @@ def log_progress(label: str, quiet: bool) -> tuple[Callable[[Scan], None] | None
     """A callback that shows how far each pass over the log got (a new bar for
     each pass), and the call that ends the last bar."""
     bars: list[ProgressBar] = []
+    passes: list[Scan] = []
     if progress_bar(label, quiet=quiet) is None:
         return None, lambda: None
 
     def report(stats: Scan) -> None:
         bar = bars[-1] if bars else None
-        if bar is None or stats.done < bar.nbytes:
+        if bar is None or stats is not passes[-1]:  # each pass counts in a Scan of its own
+            passes.append(stats)
             if bar is not None:
                 bar.finish()
             bar = progress_bar(label, quiet=quiet)

@@ -150,7 +150,7 @@ def verify(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
             note = _check_anchor(found, record, committed_ts, database is not None)
         segments = lineage("" if record is None else record.epoch, imports)
         result = Replay(agent)
-        for logged in history_lines(path, agent, segments, database, epochs):
+        for logged in history_lines(path, agent, segments, database, epochs, progress):
             if logged.where.startswith("database"):
                 logged.line.setdefault("prev", None)
             result.feed(logged)
