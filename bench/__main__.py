@@ -28,10 +28,10 @@ def suites() -> dict[str, Suite]:
 
 
 def table_suites() -> dict[str, TableSuite]:
-    from . import latency, peer_pg, roundtrips, scaling
+    from . import audit, latency, peer_pg, roundtrips, scaling
 
     return {"scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
-            "peer_pg": peer_pg.table}
+            "peer_pg": peer_pg.table, "audit": audit.run}
 
 
 def describe(settings: Settings) -> str:

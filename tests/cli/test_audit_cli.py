@@ -106,7 +106,7 @@ def test_a_change_logged_but_never_committed_gets_its_rolled_back_line(proj: Pat
     seq = json.loads(rows[-1])["seq"] + 1
     phantom = {"ts": "2030-01-01T00:00:00.000000Z", "agent": "bot", "action": "write",
                "key": "ghost", "category": "CACHE", "actor": "v2:x", "bytes": 9,
-               "entryId": None, "seq": seq}
+               "entryId": None, "epoch": json.loads(rows[-1])["epoch"], "seq": seq}
     put(proj, [*rows, _chained(rows[-1], phantom)])
     out = ok(proj, "agent", "audit", "verify", "bot")
     assert "1 change logged but never committed now marked rolled_back" in out
@@ -123,8 +123,12 @@ def test_a_log_from_an_older_rotifer_is_named_not_a_crash(proj: Path) -> None:
         line = json.loads(row)
         line.pop("prev")
         line.pop("seq", None)
+        line.pop("epoch", None)
         old.append(json.dumps(line, separators=(",", ":")).encode())
     put(proj, old)
+    # ... and a store as such a rotifer left it: no epoch, no anchor.
+    with sqlite3.connect(proj / ".rotifer" / "playground.db") as conn:
+        conn.execute("UPDATE memory_agents SET epoch = '', head = ''")
     out = ok(proj, "agent", "audit", "verify", "bot")
     assert "older lines without seq or chain" in out
 

@@ -194,3 +194,45 @@ def test_move_with_a_new_quota(proj: Path, tmp_path: Path) -> None:
     ok(proj, "agent", "move", "bot", "--to", dest, "--memory-quota", "1KB")
     with MemoryStore.open(tmp_path / "dest-rot", dest) as store:
         assert store.usage("bot")[1] == 1024
+
+
+def history(root: Path) -> list[int]:
+    """The change numbers ``audit show`` lists, oldest first, each once."""
+    shown = [json.loads(x) for x in ok(root, "agent", "audit", "show", "bot", "--json")
+             .splitlines()]
+    seqs = [x["seq"] for x in reversed(shown) if x.get("seq") is not None]
+    return [s for i, s in enumerate(seqs) if i == 0 or seqs[i - 1] != s]
+
+
+def test_audit_verify_and_show_after_a_move(proj: Path, tmp_path: Path) -> None:
+    """Issue 22 item 1 as reported: ``agent move`` broke ``audit verify`` for good
+    (``change 3 follows change 4``) and ``show`` lost the history before the move."""
+    ok(proj, "agent", "audit", "verify", "bot")
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{tmp_path / 'other.db'}", "-q")
+    out = ok(proj, "agent", "audit", "verify", "bot")
+    assert "never committed" not in out
+    assert history(proj) == [1, 2, 3, 4, 5, 6]  # the run's 4 writes, the move, the import
+    reads(proj)
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:1]}))
+    assert "never committed" not in ok(proj, "agent", "audit", "verify", "bot")
+    assert history(proj) == [1, 2, 3, 4, 5, 6, 7]
+    assert not [x for x in audit(proj) if x["action"] == "rolled_back"]
+
+
+@PG
+def test_audit_after_a_move_to_postgres_and_an_import_beside_it(
+        proj: Path, tmp_path: Path, pg_fresh_url: str) -> None:
+    """Item 2 as reported: after SQLite -> PostgreSQL, ``verify`` marked the committed
+    pre-move changes rolled_back; an export imported into a second store of the same
+    project made ``verify`` of the first append a false line."""
+    ok(proj, "agent", "move", "bot", "--to", pg_fresh_url, "-q")
+    out = ok(proj, "agent", "audit", "verify", "bot")
+    assert "never committed" not in out and history(proj)[0] == 1
+    ok(proj, "agent", "export", "bot", str(tmp_path / "bot.json"), "-q")
+    second = f"sqlite:{tmp_path / 'second.db'}"
+    ok(proj, "agent", "import", str(tmp_path / "bot.json"), "-q",
+       env={"ROTIFER_MEMORY_URL": second})
+    for env in (None, {"ROTIFER_MEMORY_URL": second}):
+        out = ok(proj, "agent", "audit", "verify", "bot", env=env)
+        assert "never committed" not in out, out
+    assert not [x for x in audit(proj) if x["action"] == "rolled_back"]

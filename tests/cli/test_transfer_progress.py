@@ -82,3 +82,21 @@ def test_move_draws_a_bar(proj: Path, tmp_path: Path) -> None:
     assert status == 0, terminal
     assert "Moved agent 'bot'" in out
     assert "moving [" in terminal and "100%" in terminal
+
+
+def test_audit_verify_and_show_draw_a_bar_on_a_terminal_only(proj: Path) -> None:
+    """Issue 22 item 4: the log is read in passes, each with its bar on a terminal;
+    stdout is the same, and a pipe or --quiet gets no bar."""
+    status, out, terminal = on_terminal(proj, "agent", "audit", "verify", "bot")
+    assert status == 0, terminal
+    assert out.startswith("OK agent 'bot'")
+    bars = [line for line in terminal.split("\n") if "verifying [" in line]
+    assert len(bars) == 2 and all("100%" in bar for bar in bars)  # one per pass
+    status, out, terminal = on_terminal(proj, "agent", "audit", "show", "bot", "--limit", "1")
+    assert status == 0 and "reading [" in terminal and len(out.splitlines()) == 2
+    status, out, terminal = on_terminal(proj, "agent", "audit", "verify", "bot", "--quiet")
+    assert status == 0 and "verifying" not in terminal
+    piped = subprocess.run([*rotifer_command(), "agent", "audit", "verify", "bot"], cwd=proj,
+                           env=clean_env(), capture_output=True, text=True, timeout=120,
+                           check=False)
+    assert piped.returncode == 0 and piped.stderr == ""

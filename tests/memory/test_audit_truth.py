@@ -145,7 +145,8 @@ from rotifer.memory.changes import Change, log_change
 store = MemoryStore.open(Path(sys.argv[1]), url=sys.argv[2])
 with store.backend.write("agent") as tx:
     record = tx.get_agent("agent")
-    change = Change("agent", record.last_us + 1, "v2:dead", seq=record.next_seq)
+    change = Change("agent", record.last_us + 1, "v2:dead", seq=record.next_seq,
+                    epoch=record.epoch)
     change.line("write", "ghost", None, 9)
     tx.update_agent("agent", record.used_bytes, record.next_seq + 1, change.now_us)
     log_change(tx, store.audit, "agent", record.next_seq, change.lines, change)

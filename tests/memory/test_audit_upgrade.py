@@ -14,6 +14,7 @@ import pytest
 from rotifer.memory import ManualClock, MemoryStore
 from rotifer.memory.clock import parse_time
 from rotifer.memory.postgres import schema as pg_schema
+from rotifer.memory.sqlite import SCHEMA_VERSION as SQLITE_VERSION
 from rotifer.memory.sqlite import STEP_1 as SQLITE_STEP_1
 
 from .helpers import gene_id
@@ -26,11 +27,15 @@ ENTRY = ("bot", "old", "CONTEXT", b"value", 8, "v2:" + "a" * 64, "d", "v2:" + "a
 def _check_upgraded(store: MemoryStore) -> None:
     record = store.agent_record("bot")
     assert (record.used_bytes, record.next_seq, record.last_us) == (8, 2, FUTURE)
+    # Issue 22: an agent made before epochs keeps epoch "" (its lines carry none)
+    # and has no anchor until its next change.
+    assert (record.epoch, record.head) == ("", "")
     g = store.for_gene("bot", gene_id("g"), "d")
     assert g.read_memory("old").value == b"value"  # type: ignore[union-attr]
     entry = g.write_memory("new", b"v", "CONTEXT")
     assert parse_time(entry.updated_at) == FUTURE + 1  # after the stored one, not the clock
     assert [e.key for e in g.query_memory()] == ["new", "old"]
+    assert store.agent_record("bot").head != ""  # the change committed its anchor
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -49,7 +54,7 @@ def test_an_older_sqlite_file_is_upgraded_in_place(tmp_path: Path, version: int)
     with MemoryStore.open(tmp_path / ".rotifer", url=f"sqlite:{db}", clock=clock) as store:
         _check_upgraded(store)
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
     conn.close()
 
 
@@ -67,8 +72,8 @@ def test_an_older_postgres_schema_is_upgraded_in_place(pg_fresh_url: str, tmp_pa
     with MemoryStore.open(tmp_path / ".rotifer", url=pg_fresh_url, clock=clock) as store:
         _check_upgraded(store)
         with store.backend.read() as tx:
-            kept = tx.audit_lines("bot")
-        assert kept is not None and [line["key"] for line in kept] == ["new"]
+            kept = list(tx.audit_lines("bot") or [])
+        assert [line["key"] for line in kept] == ["new"]
     with psycopg.connect(pg_fresh_url, autocommit=True) as conn:
         assert conn.execute("SELECT value FROM memory_meta WHERE name = 'schema_version'"
-                            ).fetchone() == ("2",)
+                            ).fetchone() == (str(pg_schema.SCHEMA_VERSION),)

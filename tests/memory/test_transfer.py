@@ -31,6 +31,7 @@ from rotifer.memory import (
     ManualClock,
     MemoryStore,
 )
+from rotifer.memory.audit_verify import verify_agent
 from rotifer.memory.backend import Row
 from rotifer.memory.transfer import (
     FORMAT,
@@ -149,9 +150,21 @@ def same(now: tuple[Any, ...], before: tuple[Any, ...], changes: int) -> bool:
     """The same memory, ``changes`` changes later (each move and import is a
     numbered change of the agent, timed after the ones before it)."""
     (record, entries), (was, was_entries) = now, before
+    # A moved memory is a new memory of the agent (a new epoch) with its own anchor.
     return (entries == was_entries and record.next_seq == was.next_seq + changes
-            and record.last_us > was.last_us
-            and record._replace(next_seq=0, last_us=0) == was._replace(next_seq=0, last_us=0))
+            and record.last_us > was.last_us and record.epoch != was.epoch
+            and record._replace(next_seq=0, last_us=0, epoch="", head="")
+            == was._replace(next_seq=0, last_us=0, epoch="", head=""))
+
+
+def rolled_back_move(side: Side, before: list[dict[str, Any]]) -> None:
+    """Since issue 22 a move logs the source's change (N) before the destination's
+    import (N + 1): a move that fails after that leaves exactly that change in the
+    source's log, marked rolled_back, and the log still verifies."""
+    added = side.lines()[len(before):]
+    assert added[0]["action"] == "move" and added[-1]["action"] == "rolled_back"
+    assert {x["seq"] for x in added} == {added[0]["seq"]}
+    assert verify_agent(side.store, "bot").ok
 
 
 # -- moving ----------------------------------------------------------------------
@@ -362,7 +375,8 @@ def test_a_destination_error_mid_copy_changes_nothing(side: Callable[[str, str],
     refuse_key_in(dst, "network/ctx")  # the 3rd of 5 entries
     before, src_lines = state(src.store), src.lines()
     assert code_of(lambda: move_agent(src.store, dst.store, "bot")) is ErrorCode.STORAGE_ERROR
-    assert state(src.store) == before and src.lines() == src_lines
+    assert state(src.store) == before
+    rolled_back_move(src, src_lines)
     assert not dst.store.has_agent("bot") and dst.lines() == []
     # The same through a file.
     export_agent(src.store, "bot", tmp_path / "bot.json")
@@ -373,21 +387,56 @@ def test_a_destination_error_mid_copy_changes_nothing(side: Callable[[str, str],
     src.store.for_gene("bot", A, "formatter").write_memory("formatter/after", b"1", "PATTERN")
 
 
+def refuse_delete_in(side: Side) -> None:
+    """Make the source database refuse to drop the agent: a real error from the
+    real database after the destination's copy committed."""
+    if side.kind == "sqlite":
+        conn = sqlite3.connect(side.url[len("sqlite:"):])
+        conn.execute("CREATE TRIGGER keep BEFORE DELETE ON memory_agents "
+                     "BEGIN SELECT RAISE(ABORT, 'kept by test'); END")
+        conn.commit()
+        conn.close()
+        return
+    with psycopg.connect(side.url, autocommit=True) as conn:
+        conn.execute("""CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'kept by test'; END $$""")
+        conn.execute("CREATE TRIGGER keep BEFORE DELETE ON memory_agents "
+                     "FOR EACH ROW EXECUTE FUNCTION keep()")
+
+
+def unrefuse_delete_in(side: Side) -> None:
+    if side.kind == "sqlite":
+        conn = sqlite3.connect(side.url[len("sqlite:"):])
+        conn.execute("DROP TRIGGER keep")
+        conn.commit()
+        conn.close()
+        return
+    with psycopg.connect(side.url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER keep ON memory_agents")
+
+
 @pytest.mark.parametrize("src_kind, dst_kind", DIRECTIONS)
 def test_a_failure_after_the_copy_committed_removes_the_copy(
         side: Callable[[str, str], Side], clock: ManualClock, src_kind: str,
         dst_kind: str) -> None:
-    """The source's move lines cannot be written, so the source may not drop the
-    agent: the committed copy is removed again (audited at the destination)."""
+    """The source cannot drop the agent, so the committed copy is removed again
+    (audited at the destination); and if the source's log cannot be written the
+    move fails before anything is copied."""
     src, dst = side(src_kind, "src"), side(dst_kind, "dst")
     populate(src.store, clock)
-    before = state(src.store)
-    break_audit(src.rot)
+    before, src_lines = state(src.store), src.lines()
+    refuse_delete_in(src)
     assert code_of(lambda: move_agent(src.store, dst.store, "bot")) is ErrorCode.STORAGE_ERROR
-    (src.rot / "audit.jsonl").rmdir()
+    unrefuse_delete_in(src)
     assert state(src.store) == before
+    rolled_back_move(src, src_lines)
     assert not dst.store.has_agent("bot")
     assert dst.actions() == ["import_agent"] + ["import"] * 5 + ["drop_agent"]
+    break_audit(src.rot)
+    dst_lines = dst.lines()
+    assert code_of(lambda: move_agent(src.store, dst.store, "bot")) is ErrorCode.STORAGE_ERROR
+    (src.rot / "audit.jsonl").rmdir()
+    assert state(src.store) == before and dst.lines() == dst_lines
     move_agent(src.store, dst.store, "bot")  # and once the log is back, the move works
     assert dst.store.has_agent("bot") and not src.store.has_agent("bot")
 
@@ -399,9 +448,11 @@ def test_no_destination_audit_line_no_copy(side: Callable[[str, str], Side],
     src, dst = side(src_kind, "src"), side(dst_kind, "dst")
     populate(src.store, clock)
     before = state(src.store)
+    src_lines = src.lines()
     break_audit(dst.rot)
     assert code_of(lambda: move_agent(src.store, dst.store, "bot")) is ErrorCode.STORAGE_ERROR
-    assert state(src.store) == before and "move" not in src.actions()
+    assert state(src.store) == before
+    rolled_back_move(src, src_lines)
     assert not dst.store.has_agent("bot")
 
 

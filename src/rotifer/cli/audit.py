@@ -7,22 +7,64 @@
   found logged but never committed (a writer that died) get their
   ``rolled_back`` line.  See :mod:`rotifer.memory.audit_verify`.
 * ``agent audit show NAME [--key K] [--actor ID] [--since T] [--limit N] [--json]``
-  prints the agent's committed history, newest first.  No line holds a value;
-  keys and other text a gene chose are printed with control characters
-  escaped, so a key cannot move the cursor or forge a line of output.
+  prints the agent's committed history, newest first, across every store it
+  has lived in.  No line holds a value; keys and other text a gene chose are
+  printed with control characters escaped, so a key cannot move the cursor or
+  forge a line of output.
+
+Both read the log in a stream (memory bounded whatever its size) and draw a
+progress bar on stderr while they read, when stderr is a terminal (not with
+``--quiet``).  ``show``'s table takes its column widths from its first
+:data:`PAGE` rows, so it too never holds the whole history.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import click
 
 from . import common
+from .progress import ProgressBar, progress_bar
 
 if TYPE_CHECKING:
+    from rotifer.memory.audit_read import Scan
     from rotifer.memory.store import MemoryStore
+
+#: Rows of ``audit show``'s table whose widths set the columns' widths.
+PAGE = 1000
+QUIET_HELP = "no progress bar (it is drawn on stderr only when that is a terminal)"
+HEADERS = ["TS", "SEQ", "ACTION", "KEY", "CATEGORY", "BYTES", "ACTOR"]
+
+
+def log_progress(label: str, quiet: bool) -> tuple[Callable[[Scan], None] | None,
+                                                    Callable[[], None]]:
+    """A callback that shows how far each pass over the log got (a new bar for
+    each pass), and the call that ends the last bar."""
+    bars: list[ProgressBar] = []
+    passes: list[Scan] = []
+    if progress_bar(label, quiet=quiet) is None:
+        return None, lambda: None
+
+    def report(stats: Scan) -> None:
+        bar = bars[-1] if bars else None
+        if bar is None or stats is not passes[-1]:  # each pass counts in a Scan of its own
+            passes.append(stats)
+            if bar is not None:
+                bar.finish()
+            bar = progress_bar(label, quiet=quiet)
+            assert bar is not None
+            bars.append(bar)
+            bar.start(None, stats.total)
+        bar.advance(stats.lines - bar.entries, stats.done - bar.nbytes)
+
+    def finish() -> None:
+        if bars:
+            bars[-1].finish()
+
+    return report, finish
 
 
 @click.group("audit")
@@ -55,9 +97,11 @@ def _open(ctx: click.Context, name: str) -> MemoryStore:
 
 @audit_group.command("verify")
 @click.argument("name")
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
-def verify_command(ctx: click.Context, name: str) -> None:
-    """Check NAME's audit log: an intact hash chain, and agreement with the store.
+def verify_command(ctx: click.Context, name: str, quiet: bool) -> None:
+    """Check NAME's audit log: an intact hash chain that ends where the store says
+    (its anchor), and agreement with the store.
 
     Example:
 
@@ -67,8 +111,12 @@ def verify_command(ctx: click.Context, name: str) -> None:
     from rotifer.genes.errors import RotiferError
     from rotifer.memory.audit_verify import verify_agent
 
-    with _open(ctx, name) as store:
-        report = verify_agent(store, name)
+    progress, done = log_progress("verifying", quiet)
+    try:
+        with _open(ctx, name) as store:
+            report = verify_agent(store, name, progress=progress)
+    finally:
+        done()
     if not report.ok:
         raise RotiferError(common.shown(report.message), code="AUDIT_MISMATCH")
     message = report.message
@@ -88,9 +136,10 @@ def verify_command(ctx: click.Context, name: str) -> None:
 @click.option("--limit", default=None, type=click.IntRange(min=1), metavar="N",
               help="at most N lines (the newest)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per audit line")
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
 def show_command(ctx: click.Context, name: str, key: str | None, actor: str | None,
-                 since: str | None, limit: int | None, as_json: bool) -> None:
+                 since: str | None, limit: int | None, as_json: bool, quiet: bool) -> None:
     """NAME's history, newest first: what changed, when, by whom -- never values.
 
     Example:
@@ -98,7 +147,7 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
     \b
         rotifer agent audit show helper --key formatter/indent --limit 20
     """
-    from rotifer.memory.audit_verify import agent_history
+    from rotifer.memory.audit_history import audit_history
     from rotifer.memory.clock import parse_time
     from rotifer.memory.errors import invalid
 
@@ -109,20 +158,39 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
         except ValueError:
             raise invalid(f"--since must be an RFC 3339 time such as "
                           f"2026-01-01T00:00:00Z, not {since!r}") from None
-    with _open(ctx, name) as store:
-        lines = agent_history(store, name, key=key, actor=actor, since_us=since_us, limit=limit)
+    progress, done = log_progress("reading", quiet)
+    try:
+        with _open(ctx, name) as store:
+            lines = audit_history(store, name, key=key, actor=actor, since_us=since_us,
+                                  limit=limit, progress=progress)
+    finally:
+        done()
     if as_json:
         for line in lines:
             click.echo(json.dumps(line, ensure_ascii=True))
         return
-    if not lines:
+    rows = (_row(line) for line in lines)
+    first = [row for _, row in zip(range(PAGE), rows, strict=False)]
+    if not first:
         click.echo("No audit lines" + (" match" if key or actor or since else ""))
         return
-    rows = [[str(line.get("ts", "")), "" if line.get("seq") is None else str(line["seq"]),
-             str(line.get("action", "")),
-             "" if line.get("key") is None else str(line["key"]),
-             str(line.get("category") or ""), str(line.get("bytes", "")),
-             str(line.get("actor") or "")] for line in lines]
-    for text in common.table(["TS", "SEQ", "ACTION", "KEY", "CATEGORY", "BYTES", "ACTOR"],
-                             rows):
+    for text in _table(first, rows):
         click.echo(text)
+
+
+def _row(line: dict[str, object]) -> list[str]:
+    return [str(line.get("ts", "")), "" if line.get("seq") is None else str(line["seq"]),
+            str(line.get("action", "")), "" if line.get("key") is None else str(line["key"]),
+            str(line.get("category") or ""), str(line.get("bytes", "")),
+            str(line.get("actor") or "")]
+
+
+def _table(first: Sequence[list[str]], rest: Iterable[list[str]]) -> Iterable[str]:
+    """:func:`common.table` of the first rows, and the rest in the same columns."""
+    head = common.table(HEADERS, first)
+    yield from head
+    shown = [[common.shown(cell) for cell in row] for row in first]
+    sizes = [max([len(h), *(len(r[i]) for r in shown)]) for i, h in enumerate(HEADERS)]
+    for row in rest:
+        cells = [common.shown(cell) for cell in row]
+        yield "  ".join(c.ljust(w) for c, w in zip(cells, sizes, strict=True)).rstrip()

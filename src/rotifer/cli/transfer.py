@@ -97,13 +97,17 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
     agents.get(name)  # AGENT_NOT_FOUND before any store is opened
     quota_bytes = _quota(quota)
     url = normalize_url(to)
+    report: TransferReport | None = None
     with project.open_store(name, create=False) as source:
-        require_memory(source, name)  # before the destination is made
-        with MemoryStore.open(project.dot, url) as destination:
-            report = move_agent(source, destination, name, keep_cache=keep_cache,
-                                quota_bytes=quota_bytes,
-                                progress=progress_bar("moving", quiet=quiet))
-            where = describe(destination)
+        if not source.has_agent(name) and _moved_already(project, url, name):
+            where = url  # an earlier move was cut off before the binding: record it
+        else:
+            require_memory(source, name)  # before the destination is made
+            with MemoryStore.open(project.dot, url) as destination:
+                report = move_agent(source, destination, name, keep_cache=keep_cache,
+                                    quota_bytes=quota_bytes,
+                                    progress=progress_bar("moving", quiet=quiet))
+                where = describe(destination)
     binding = None if url == _project_default(project) else url
     try:
         agents.bind(name, binding)
@@ -112,12 +116,28 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
             f"agent '{name}' was moved to {where}, but its binding could not be recorded "
             f"({exc}); set \"memoryUrl\" in {agents.spec_path(name)} to that URL",
             code="BINDING_FAILED") from exc
-    lines = [_summary("Moved", report) + f" from {report.source} to {report.destination}"]
-    lines += [line for line in (_left_behind(report),) if line]
-    lines.append(f"Checksum (sha256): {report.sha256}")
+    if report is None:
+        lines = [f"Agent '{name}' was moved already (an earlier move ended before it "
+                 "recorded the binding)"]
+    else:
+        lines = [_summary("Moved", report) + f" from {report.source} to {report.destination}"]
+        lines += [line for line in (_left_behind(report),) if line]
+        lines.append(f"Checksum (sha256): {report.sha256}")
     lines.append(f"Agent '{name}' now uses " + (
         "the project's memory store" if binding is None else where))
     return lines
+
+
+def _moved_already(project: Project, url: str, name: str) -> bool:
+    """Does the store at ``url`` hold ``name``'s memory (when its current store has
+    none)?  Then an earlier ``move`` there committed and was cut off (a kill,
+    Ctrl-C) before it recorded the binding: the move is done, only the binding
+    is missing.  Never creates the destination."""
+    try:
+        with MemoryStore.open(project.dot, url, create=False) as destination:
+            return destination.has_agent(name)
+    except MemoryError:
+        return False
 
 
 def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = False,

@@ -125,14 +125,15 @@ class AuditLog:
         if self._file is not None:
             self._file.close()
 
-    def write(self, lines: list[dict[str, Any]], encoded: list[str] | None = None) -> None:
+    def write(self, lines: list[dict[str, Any]], encoded: list[str] | None = None) -> str:
         """Append ``lines`` (``encoded``: the same, already JSON), chained; raise
-        MEMORY_STORAGE_ERROR if they cannot be written."""
+        MEMORY_STORAGE_ERROR if they cannot be written.  Returns the hash of the
+        last line written (``""`` when nothing is kept): the change's anchor."""
         if not lines or self._file is None:
-            return
+            return ""
         bodies = [text.encode() for text in (encoded or encode_lines(lines))]
         try:
-            self._file.append(bodies, lines)
+            return self._file.append(bodies, lines)
         except OSError as exc:
             raise storage(f"cannot write the audit log {self.path}: {exc.strerror or exc}") from exc
 

@@ -119,12 +119,12 @@ def _archived_last_hash(path: Path) -> str | None:
     return None if last is None else line_hash(last)
 
 
-#: What the phantom check needs of a line: (agent, seq, action).
-Mark = tuple[Any, Any, Any]
+#: What the phantom check needs of a line: (agent, seq, action, epoch).
+Mark = tuple[Any, Any, Any, Any]
 
 
 def _mark(line: Mapping[str, Any]) -> Mark:
-    return line.get("agent"), line.get("seq"), line.get("action")
+    return line.get("agent"), line.get("seq"), line.get("action"), line.get("epoch", "")
 
 
 def _parsed_mark(last: bytes, seq: int) -> Mark | None:
@@ -146,10 +146,12 @@ def _phantom(last: Mark | None, first: Mapping[str, Any]) -> dict[str, Any] | No
     seq, agent = first.get("seq"), first.get("agent")
     if last is None or seq is None or agent is None or first.get("action") == "rolled_back":
         return None  # a rolled_back line says so itself already
-    if last[0] != agent or last[1] != seq or last[2] == "rolled_back":
-        return None
+    if last[0] != agent or last[1] != seq or last[2] == "rolled_back" \
+            or last[3] != first.get("epoch", ""):
+        return None  # another change, or the same number in another memory of the agent
     return rolled_back_line(first["ts"], agent, seq,
-                            "found at the next change: its process ended before the commit")
+                            "found at the next change: its process ended before the commit",
+                            epoch=last[3])
 
 
 def write_all(fd: int, data: bytes, start: int) -> None:
@@ -275,18 +277,19 @@ class LogFile:
         else:
             os.close(fd)  # also releases the lock
 
-    def append(self, bodies: list[bytes], lines: Sequence[Mapping[str, Any]]) -> None:
+    def append(self, bodies: list[bytes], lines: Sequence[Mapping[str, Any]]) -> str:
         """Append the encoded ``bodies`` (of ``lines``), chained, with a
-        ``rolled_back`` line first if the log ends in a phantom of this change."""
+        ``rolled_back`` line first if the log ends in a phantom of this change;
+        return the hash of the last line written (the change's anchor)."""
         with self._guard:
             fd, info = self._locked()
             try:
-                self._append_locked(fd, info, bodies, lines)
+                return self._append_locked(fd, info, bodies, lines)
             finally:
                 self._release(fd)
 
     def _append_locked(self, fd: int, info: os.stat_result, bodies: list[bytes],
-                       lines: Sequence[Mapping[str, Any]]) -> None:
+                       lines: Sequence[Mapping[str, Any]]) -> str:
         kept = self._open if self._open is not None and self._open.fd == fd else None
         start = info.st_size
         prefix = b""
@@ -324,11 +327,12 @@ class LogFile:
         if start and start + len(data) > self.max_bytes and not prefix \
                 and stat.S_ISREG(info.st_mode):
             _roll_over(self.path, data)
-            return  # the kept descriptor is the archive now: the next append reopens
+            return final_hash  # the kept descriptor is the archive now: the next append reopens
         write_all(fd, data, start)
         if kept is not None and not prefix:
             kept.end, kept.last_hash = start + len(data), final_hash
             kept.last_mark = _mark(lines[-1])
+        return final_hash
 
 
 def append_plain(path: Path, data: bytes) -> None:

@@ -37,9 +37,10 @@ def json_value(value: Any) -> str:
 
 def line_text(ts: str, agent: str | None, action: str, key: str | None,
               category: str | None, actor: str | None, nbytes: int, entry: str | None,
-              extra: Mapping[str, Any], seq: int | None) -> str:
-    """The JSON of the line ``{HEAD fields..., **extra, "seq": seq}`` (no ``seq``
-    if ``None``), byte for byte what ``ENCODER.encode`` makes of that dict.
+              extra: Mapping[str, Any], seq: int | None, epoch: str = "") -> str:
+    """The JSON of the line ``{HEAD fields..., **extra, "epoch": epoch, "seq": seq}``
+    (no ``epoch`` if empty, no ``seq`` if ``None``), byte for byte what
+    ``ENCODER.encode`` makes of that dict.
 
     Built from a template because every change writes at least one line and
     an eviction one per victim: the generic encoder takes ~4 µs a line (its
@@ -48,7 +49,7 @@ def line_text(ts: str, agent: str | None, action: str, key: str | None,
     else goes to the encoder.  ``extra`` must not repeat a HEAD field."""
     if nbytes.__class__ is not int:
         return ENCODER.encode(_line_dict(ts, agent, action, key, category, actor, nbytes, entry,
-                                         extra, seq))
+                                         extra, seq, epoch))
     try:
         text = ('{"ts":' + quote(ts) + ',"agent":' + ("null" if agent is None else quote(agent))
                 + ',"action":' + quote(action)
@@ -59,9 +60,11 @@ def line_text(ts: str, agent: str | None, action: str, key: str | None,
                 + ',"entryId":' + ("null" if entry is None else quote(entry)))
     except TypeError:  # a field that is not a string
         return ENCODER.encode(_line_dict(ts, agent, action, key, category, actor, nbytes, entry,
-                                         extra, seq))
+                                         extra, seq, epoch))
     for name, value in extra.items():
         text += "," + quote(name) + ":" + json_value(value)
+    if epoch:
+        text += ',"epoch":' + quote(epoch)
     if seq is not None:
         text += ',"seq":' + json_value(seq)
     return text + "}"
@@ -73,7 +76,7 @@ class BriefTemplate:
 
     ``text(key, category, nbytes, entry, created_by)`` is byte for byte
     ``line_text(ts, agent, action, key, category, actor, nbytes, entry,
-    {"createdBy": created_by, **shared}, seq)`` for string fields and an int
+    {"createdBy": created_by, **shared}, seq, epoch)`` for string fields and an int
     ``nbytes``: the parts all of them share are cut from one sample line here,
     beside :func:`line_text`, whose field order the cuts rely on.  What it
     saves: a write that evicts 100 entries spends ~1 µs a line on its audit
@@ -83,9 +86,9 @@ class BriefTemplate:
     __slots__ = ("head", "middle", "tail")
 
     def __init__(self, ts: str, agent: str, action: str, actor: str | None,
-                 shared: Mapping[str, Any], seq: int | None) -> None:
+                 shared: Mapping[str, Any], seq: int | None, epoch: str = "") -> None:
         sample = line_text(ts, agent, action, "", "", actor, 0, "", {"createdBy": "", **shared},
-                           seq)
+                           seq, epoch)
         # A quoted string holds no bare '"', so each cut finds its field's own name.
         self.head = sample[:sample.index(',"key":') + 7]
         self.middle = sample[sample.index(',"actor":'):sample.index(',"bytes":') + 9]
@@ -99,9 +102,11 @@ class BriefTemplate:
 
 def _line_dict(ts: str, agent: str | None, action: str, key: str | None, category: str | None,
                actor: str | None, nbytes: int, entry: str | None, extra: Mapping[str, Any],
-               seq: int | None) -> dict[str, Any]:
+               seq: int | None, epoch: str = "") -> dict[str, Any]:
     line = {"ts": ts, "agent": agent, "action": action, "key": key, "category": category,
             "actor": actor, "bytes": nbytes, "entryId": entry, **extra}
+    if epoch:
+        line["epoch"] = epoch
     if seq is not None:
         line["seq"] = seq
     return line
@@ -113,9 +118,14 @@ def line_hash(line: bytes) -> str:
 
 
 def rolled_back_line(ts: str, agent: str, seq: int, reason: str,
-                     actor: str | None = None) -> dict[str, Any]:
-    return {"ts": ts, "agent": agent, "action": "rolled_back", "key": None, "category": None,
-            "actor": actor, "bytes": 0, "entryId": None, "seq": seq, "reason": reason}
+                     actor: str | None = None, epoch: str = "") -> dict[str, Any]:
+    line: dict[str, Any] = {"ts": ts, "agent": agent, "action": "rolled_back", "key": None,
+                            "category": None, "actor": actor, "bytes": 0, "entryId": None}
+    if epoch:
+        line["epoch"] = epoch
+    line["seq"] = seq
+    line["reason"] = reason
+    return line
 
 
 def chain(bodies: Sequence[bytes], prev: str | None) -> tuple[bytes, str]:

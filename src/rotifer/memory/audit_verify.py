@@ -1,6 +1,8 @@
-"""Reading the audit log back: is it intact, and does it agree with the store?
+"""Reading the audit log back: is it intact, anchored, and does it agree with the store?
 
-:func:`verify_agent` (``rotifer agent audit verify``) does three things:
+:func:`verify_agent` (``rotifer agent audit verify``) does four things, all of
+them in a stream (memory bounded by the agent's entries and its largest
+change, never by the log's size; see :mod:`rotifer.memory.audit_read`):
 
 1. Checks the hash chain over every line of every file of the log (the
    rolled-over ``audit.jsonl.N`` oldest first, then ``audit.jsonl``): each
@@ -8,75 +10,55 @@
    line's ``prev`` must be ``null``.  An edited, removed, inserted or reordered
    line breaks the link of the line after it.  Lines written by an older
    rotifer (no ``prev``) are counted and reported, not checked.
-2. Decides which of the agent's changes were committed, from the lines and
-   the store alone.  Committed changes of an agent are numbered 1, 2, 3, ...
-   without gaps (see :mod:`rotifer.memory.changes`), so a change numbered N
-   was *not* committed if a ``rolled_back`` line names N, or the next change
-   in the log is numbered N again, or it is the agent's last change and the
-   store's ``next_seq`` is still N.  Any other jump in numbers is reported.
-3. Replays the committed changes (key -> category, bytes, createdBy) and
+2. Checks the anchor: the store commits, with each change, the hash of that
+   change's last line (the agent's ``head``).  The log's last line of the
+   agent's last committed change must hash to it.  A forger who edits a line
+   and recomputes every hash after it changes that last line's hash too (it
+   links, through the chain, every line before it), so a rewritten log no
+   longer ends where the store says, however consistent its own chain is.
+3. Decides which changes of the agent's history were committed, from the
+   lines and the store alone.  The history is the agent's *lineage* across
+   the stores it has lived in (:mod:`rotifer.memory.audit_lineage`).
+   Committed changes are numbered 1, 2, 3, ... without gaps, so a change
+   numbered N was *not* committed if a ``rolled_back`` line names N, or the
+   next change is numbered N again, or it is the last change and the store's
+   ``next_seq`` is still N.  Any other jump in numbers is reported.
+4. Replays the committed changes (key -> category, bytes, createdBy) and
    compares the result, and the last committed number, with the store.
 
 Changes found not committed that have no ``rolled_back`` line yet (their
-process died) get one appended, unless ``repair=False``.  All of this runs
-holding the agent (a write transaction that changes nothing), so no change
-of the agent is between appending its lines and committing meanwhile.
+process died) get one appended, unless ``repair=False`` -- only changes of
+the history being verified, each proven uncommitted by the rules above, so
+no change committed anywhere is ever marked.  All of this runs holding the
+agent (a write transaction that changes nothing), so no change of the agent
+is between appending its lines and committing meanwhile.
 
 With a backend that keeps the lines itself (PostgreSQL's ``memory_audit``,
-written in each change's own transaction), step 2 and 3 read them from there
--- only committed changes, in commit order, from every worker -- and step 1
-checks the local files.
+written in each change's own transaction), the history's segments that lived
+there are read from there -- only committed changes, in commit order, from
+every worker -- and the local file gives the chain, the anchor (when this
+worker wrote the last change) and the changes of this worker that never
+committed.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .audit import archives, line_hash, rolled_back_line
-from .backend import Transaction
-from .clock import format_time, parse_time
+from .audit import rolled_back_line
+from .audit_lineage import history_lines, lineage, note_import
+from .audit_read import Logged, LogProblem, Scan, read_chained, scan
+from .audit_replay import Replay, compare
+from .backend import AgentRecord, Transaction
+from .clock import format_time
 
 if TYPE_CHECKING:
     from .store import MemoryStore
 
-#: Actions that set an entry, and those that remove one.
-SETS = frozenset({"write", "update", "import"})
-REMOVES = frozenset({"delete", "evict", "expire", "deployer_delete", "move_out", "move_drop"})
-#: Actions after which the agent has no memory, and the one that creates it anew.
-ENDS = frozenset({"drop_agent", "move"})
-STARTS = "import_agent"
-
-
-class LogProblem(Exception):
-    """The first thing found wrong; its message names where."""
-
-
-@dataclass
-class Logged:
-    """One line of the log and where it is."""
-
-    line: dict[str, Any]
-    where: str
-
-
-@dataclass
-class Group:
-    """The lines of one change of the agent (one ``seq``)."""
-
-    seq: int
-    lines: list[Logged] = field(default_factory=list)
-
-    @property
-    def where(self) -> str:
-        return self.lines[0].where
-
-    @property
-    def ends_agent(self) -> bool:
-        return any(x.line.get("action") in ENDS for x in self.lines)
+__all__ = ["LogProblem", "Logged", "Report", "read_chained", "verify_agent"]
 
 
 @dataclass
@@ -90,330 +72,160 @@ class Report:
     phantoms: list[int] = field(default_factory=list)
 
 
-def log_files(path: Path) -> list[Path]:
-    """Every file of the log, oldest first."""
-    return [*archives(path), *([path] if path.exists() else [])]
-
-
-def read_chained(path: Path) -> tuple[list[Logged], int]:
-    """Every complete line of the log, the chain checked; (lines, legacy count).
-
-    Raises :class:`LogProblem` at the first line that is not JSON or whose
-    ``prev`` does not name the line before it.
-    """
-    out: list[Logged] = []
-    legacy = 0
-    previous: bytes | None = None
-    files = log_files(path)
-    for index, file in enumerate(files):
-        try:
-            raw = file.read_bytes()
-        except OSError as exc:
-            raise LogProblem(f"cannot read {file}: {exc.strerror or exc}") from None
-        chunks = raw.split(b"\n")
-        torn = chunks.pop()  # after the last newline: b"" unless a writer died mid-line
-        if torn and index != len(files) - 1:
-            raise LogProblem(f"{file.name} ends in half a line but is not the newest file")
-        for number, chunk in enumerate(chunks, 1):
-            where = f"{file.name} line {number}"
-            try:
-                line = json.loads(chunk)
-            except ValueError:
-                raise LogProblem(f"{where} is not JSON (edited or damaged)") from None
-            if not isinstance(line, dict):
-                raise LogProblem(f"{where} is not a JSON object (edited or damaged)")
-            if "prev" not in line:
-                legacy += 1
-            else:
-                expected = None if previous is None else line_hash(previous)
-                if line["prev"] != expected:
-                    what = ("the log starts mid-chain: the line before it is missing (a "
-                            "removed line or file)") if previous is None else (
-                        "it does not follow the line before it: a line was edited, removed, "
-                        "inserted or reordered here")
-                    raise LogProblem(f"{where}: broken hash chain -- {what}")
-            previous = chunk
-            out.append(Logged(line, where))
-    return out, legacy
-
-
-def _groups(lines: list[Logged], agent: str) -> Iterator[Group | Logged]:
-    """The agent's changes (lines sharing a seq, contiguous) and its other lines."""
-    group: Group | None = None
-    for logged in lines:
-        line = logged.line
-        if line.get("agent") != agent:
-            continue
-        seq = line.get("seq")
-        if line.get("action") == "rolled_back" or not isinstance(seq, int):
-            if group is not None:
-                yield group
-                group = None
-            yield logged
-            continue
-        if group is not None and group.seq == seq and group.lines[-1].line.get("ts") == \
-                line.get("ts"):
-            group.lines.append(logged)
-            continue
-        if group is not None:
-            yield group
-        group = Group(seq, [logged])
-    if group is not None:
-        yield group
-
-
-State = dict[str, tuple[str, int, str | None]]
-
-
-def _apply(state: State, logged: Logged) -> None:
-    line = logged.line
-    action, key = line.get("action"), str(line.get("key"))
-    if action in SETS:
-        if action == "update":
-            if key not in state:
-                raise LogProblem(f"{logged.where}: updates {key!r}, which the log never wrote")
-            creator = state[key][2]
-        else:
-            creator = line.get("createdBy") if action == "import" else line.get("actor")
-        state[key] = (str(line.get("category")), int(line.get("bytes") or 0), creator)
-    elif action in REMOVES:
-        if state.pop(key, None) is None:
-            raise LogProblem(f"{logged.where}: removes {key!r}, which the log never wrote")
-    elif action in ENDS or action == STARTS:
-        state.clear()
-
-
 @dataclass
-class Replay:
-    state: State = field(default_factory=dict)
-    exists: bool | None = None  # None: the log never said
-    last_seq: int | None = None
-    changes: int = 0
-    phantoms: list[Group] = field(default_factory=list)
-    explained: set[int] = field(default_factory=set)  # phantom seqs with a rolled_back line
+class _Anchor:
+    """What the first pass saw of the store's last committed change."""
+
+    digest: str | None = None
+    ts: Any = None
+    where: str = ""
+    own_lines: int = 0
+    legacy: int = 0
 
 
-def replay(lines: list[Logged], agent: str, next_seq: int | None, exists: bool) -> Replay:
-    """Which changes were committed, and the entries they leave (see the module doc).
-
-    ``next_seq``/``exists``: what the store says now.  Raises :class:`LogProblem`.
-    """
-    r = Replay()
-    pending: Group | None = None
-
-    def commit(group: Group) -> None:
-        for logged in group.lines:
-            _apply(r.state, logged)
-        r.changes += 1
-        r.exists = not group.ends_agent
-        r.last_seq = None if group.ends_agent else group.seq
-
-    for item in _groups(lines, agent):
-        if isinstance(item, Logged):
-            line = item.line
-            if line.get("action") == "rolled_back":
-                if pending is not None and pending.seq == line.get("seq"):
-                    r.phantoms.append(pending)
-                    r.explained.add(pending.seq)
-                    pending = None
-            elif "prev" not in line:  # an older rotifer's line: taken as written
-                _apply(r.state, item)
-            continue
-        group = item
-        if pending is not None:
-            if group.seq == pending.seq:
-                r.phantoms.append(pending)  # its number was used again: never committed
-            elif group.seq == pending.seq + 1 or pending.ends_agent or \
-                    group.lines[0].line.get("action") == STARTS:
-                commit(pending)
-            else:
-                raise LogProblem(f"{group.where}: change {group.seq} follows change "
-                                 f"{pending.seq} (a change is missing from the log)")
-        elif r.last_seq is not None and group.seq != r.last_seq + 1 and \
-                group.lines[0].line.get("action") != STARTS:
-            raise LogProblem(f"{group.where}: change {group.seq} follows change {r.last_seq} "
-                             "(a change is missing from the log)")
-        pending = group
-    if pending is not None:
-        if pending.ends_agent:
-            if exists and next_seq == pending.seq:
-                r.phantoms.append(pending)
-            else:
-                commit(pending)
-        elif exists and next_seq == pending.seq + 1:
-            commit(pending)
-        elif exists and next_seq == pending.seq:
-            r.phantoms.append(pending)
-        else:
-            commit(pending)  # compared with the store below, which names the problem
-    return r
+def _first_pass(path: Path, agent: str, record: AgentRecord | None, stats: Scan,
+                imports: dict[str, tuple[int, str]],
+                progress: Callable[[Scan], None] | None) -> _Anchor:
+    """The chain over the whole log; the agent's imports; its last change's last line."""
+    found = _Anchor()
+    last = None if record is None else (record.epoch, record.next_seq - 1)
+    for logged in scan(path, agent, stats, progress=progress):
+        line = logged.line
+        found.own_lines += 1
+        if "prev" not in line:
+            found.legacy += 1
+        note_import(imports, line)
+        if last is not None and line.get("seq") == last[1] and \
+                line.get("epoch", "") == last[0] and line.get("action") != "rolled_back":
+            found.digest, found.ts, found.where = logged.digest, line.get("ts"), logged.where
+    return found
 
 
-def compare(r: Replay, tx: Transaction, agent: str) -> None:
-    """Raise :class:`LogProblem` at the first difference between replay and store."""
+def _check_anchor(found: _Anchor, record: AgentRecord, committed_ts: Any,
+                  kept: bool) -> str:
+    """Raise :class:`LogProblem` unless the log's last change ends at the store's
+    anchor; a note when it cannot be checked here."""
+    if not record.head:
+        return ""  # nothing committed since the anchor was added: nothing to check
+    n = record.next_seq - 1
+    if kept and (found.digest is None or found.ts != committed_ts):
+        return f"; change {n} was written by another worker, its anchor not checked here"
+    if found.digest is None:
+        raise LogProblem(f"the store's last committed change of {record.agent_id!r} is {n}, "
+                         "and the log has no line of it (the log was cut or rewritten)")
+    if found.digest != record.head:
+        raise LogProblem(
+            f"{found.where}: the log's change {n} does not end with the line the store "
+            "committed with it (its anchor): the log was rewritten after the change")
+    return "; it ends where the store says"
+
+
+def verify(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
+           progress: Callable[[Scan], None] | None = None) -> tuple[Report, Replay | None]:
+    """Check the log at ``path`` (and the backend's own copy, if it keeps one)
+    against ``tx``'s store."""
     record = tx.get_agent(agent)
-    if record is None:
-        if r.exists and r.state:
-            raise LogProblem(f"the log says agent {agent!r} holds {len(r.state)} entries; "
-                             "the store has no memory for it")
-        return
-    if r.last_seq is not None and record.next_seq != r.last_seq + 1:
-        raise LogProblem(f"the store has committed {record.next_seq - 1} changes of {agent!r}; "
-                         f"the log's last committed change is {r.last_seq}")
-    stored: State = {row.key: (row.category.value, row.size, row.created_by)
-                     for row in tx.iter_newest(agent)}
-    for key in sorted(set(stored) | set(r.state)):
-        logged, held = r.state.get(key), stored.get(key)
-        if logged == held:
-            continue
-        if held is None:
-            raise LogProblem(f"key {key!r}: the log says {_describe(logged)}; the store has "
-                             "no such entry")
-        if logged is None:
-            raise LogProblem(f"key {key!r}: the store has {_describe(held)}; the log never "
-                             "wrote it (or says it was removed)")
-        raise LogProblem(f"key {key!r}: the log says {_describe(logged)}; the store has "
-                         f"{_describe(held)}")
-
-
-def _describe(value: tuple[str, int, str | None] | None) -> str:
-    if value is None:
-        return "nothing"
-    category, size, creator = value
-    return f"{category}, {size} bytes, created by {creator}"
-
-
-def verify(tx: Transaction, path: Path, agent: str,
-           stored_lines: list[dict[str, Any]] | None = None) -> tuple[Report, Replay | None]:
-    """Check the log at ``path`` (and ``stored_lines``, the backend's own copy of
-    the agent's committed lines, if it keeps one) against ``tx``'s store."""
+    database = (lambda: tx.audit_lines(agent) or iter(())) \
+        if tx.audit_lines(agent) is not None else None
+    stats = Scan()
+    imports: dict[str, tuple[int, str]] = {}
     try:
-        lines, legacy = read_chained(path)
+        found = _first_pass(path, agent, record, stats, imports, progress)
     except LogProblem as exc:
         return Report(False, str(exc)), None
-    record = tx.get_agent(agent)
-    source = lines if stored_lines is None else [
-        Logged({**line, "prev": None}, f"database line {n}")
-        for n, line in enumerate(stored_lines, 1)]
-    agent_legacy = sum(1 for x in lines if x.line.get("agent") == agent and "prev" not in x.line)
+    epochs: frozenset[str] = frozenset()
+    committed_ts: Any = None
+    if database is not None:  # one pass over the database's copy
+        seen: set[str] = set()
+        last = None if record is None else (record.epoch, record.next_seq - 1)
+        for line in database():
+            seen.add(line.get("epoch", ""))
+            note_import(imports, line)
+            if last is not None and (line.get("epoch", ""), line.get("seq")) == last:
+                committed_ts = line.get("ts")
+        epochs = frozenset(seen)
+    note = ""
     try:
-        result = replay(source, agent, None if record is None else record.next_seq,
-                        record is not None)
+        if anchor and record is not None:
+            note = _check_anchor(found, record, committed_ts, database is not None)
+        segments = lineage("" if record is None else record.epoch, imports)
+        result = Replay(agent)
+        for logged in history_lines(path, agent, segments, database, epochs, progress):
+            if logged.where.startswith("database"):
+                logged.line.setdefault("prev", None)
+            result.feed(logged)
+        result.finish(None if record is None else record.next_seq, record is not None)
         compare(result, tx, agent)
     except LogProblem as exc:
-        note = (f" ({agent_legacy} of the agent's lines were written by an older rotifer "
-                "without seq or hash chain and were taken as written)") if agent_legacy else ""
-        return Report(False, f"{exc}{note}", legacy=legacy), None
-    mine = sum(1 for x in source if x.line.get("agent") == agent)
-    summary = (f"agent {agent!r}: {result.changes} committed changes, {mine} lines, "
+        legacy_note = (f" ({found.legacy} of the agent's lines were written by an older "
+                       "rotifer without seq or hash chain and were taken as written)"
+                       ) if found.legacy else ""
+        return Report(False, f"{exc}{legacy_note}", legacy=stats.legacy), None
+    summary = (f"agent {agent!r}: {result.changes} committed changes, {result.lines} lines, "
                f"{len(result.state)} entries agree with the store; hash chain intact over "
-               f"{len(lines)} lines")
-    if legacy:
-        summary += (f" ({legacy} older lines without seq or chain, from a rotifer before "
+               f"{stats.lines} lines{note}")
+    if stats.legacy:
+        summary += (f" ({stats.legacy} older lines without seq or chain, from a rotifer before "
                     "0.x, taken as written)")
-    return Report(True, summary, result.changes, mine, legacy,
-                  phantoms=[g.seq for g in result.phantoms]), result
+    return Report(True, summary, result.changes, result.lines, stats.legacy,
+                  phantoms=[seq for _, seq in result.phantoms]), result
 
 
-def missing_rollbacks(result: Replay, agent: str, now_us: int) -> list[dict[str, Any]]:
-    """``rolled_back`` lines for changes found not committed that have none yet."""
-    return [rolled_back_line(format_time(now_us), agent, g.seq,
-                             "found by audit verify: its process ended before the commit")
-            for g in result.phantoms if g.seq not in result.explained]
-
-
-def history(lines: list[Logged], agent: str, *, key: str | None = None,
-            actor: str | None = None, since_us: int | None = None,
-            next_seq: int | None = None, exists: bool = True) -> list[dict[str, Any]]:
-    """The agent's committed lines (and refusals made outside any change),
-    oldest first; never a value (no line holds one)."""
-    try:
-        result = replay(lines, agent, next_seq, exists)
-        phantom = {id(x) for g in result.phantoms for x in g.lines}
-    except LogProblem:
-        phantom = set()
-    out = []
-    for logged in lines:
+def _local_phantoms(path: Path, agent: str, epoch: str,
+                    database: Iterator[dict[str, Any]], next_seq: int) -> list[tuple[str, int]]:
+    """With a backend that keeps the committed lines: this worker's changes of the
+    memory ``epoch`` that are not among them (same seq and time) and have no
+    ``rolled_back`` line.  Both are in number order: one merged pass."""
+    committed = ((line.get("seq"), line.get("ts")) for line in database
+                 if line.get("epoch", "") == epoch)
+    current: tuple[Any, Any] | None = next(committed, None)
+    found: dict[int, bool] = {}
+    last: tuple[Any, Any] | None = None
+    for logged in scan(path, agent, chain=False):
         line = logged.line
-        if line.get("agent") != agent or id(logged) in phantom or \
-                line.get("action") == "rolled_back":
+        seq = line.get("seq")
+        if line.get("epoch", "") != epoch or not isinstance(seq, int):
             continue
-        if key is not None and line.get("key") != key:
+        if line.get("action") == "rolled_back":
+            if seq in found:
+                found[seq] = False
             continue
-        if actor is not None and line.get("actor") != actor:
-            continue
-        if since_us is not None:
-            try:
-                if parse_time(str(line.get("ts"))) < since_us:
-                    continue
-            except ValueError:
-                continue
-        out.append({k: v for k, v in line.items() if k != "prev"})
-    return out
+        if (seq, line.get("ts")) == last:
+            continue  # the same change's next line
+        last = (seq, line.get("ts"))
+        while current is not None and isinstance(current[0], int) and current[0] < seq:
+            current = next(committed, None)
+        if current != last or seq >= next_seq:
+            found[seq] = True
+    return [(epoch, seq) for seq, missing in found.items() if missing]
 
 
-def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True) -> Report:
-    """Verify ``agent``'s log against ``store`` (see the module doc), holding the agent."""
+def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True, anchor: bool = True,
+                 progress: Callable[[Scan], None] | None = None) -> Report:
+    """Verify ``agent``'s log against ``store`` (see the module doc), holding the
+    agent.  ``anchor=False`` skips the anchor check (for tests that show what it
+    catches); ``progress`` is told how far the passes over the log got."""
     path = store.audit.path
     if path is None:
         return Report(False, "this store keeps no audit log")
-    with store.backend.write(agent) as tx:
-        kept = tx.audit_lines(agent)
-        report, result = verify(tx, path, agent, kept)
+    # Reading a large log takes as long as it takes: each statement is bounded,
+    # not the whole transaction (a deployer's command, like a move).
+    with store.backend.long_running(), store.backend.write(agent) as tx:
+        report, result = verify(tx, path, agent, anchor=anchor, progress=progress)
         if report.ok and repair and result is not None:
-            now = store.clock.now_us()
-            extra = missing_rollbacks(result, agent, now) if kept is None else \
-                _local_phantoms(path, agent, kept, now)
+            record = tx.get_agent(agent)
+            kept = tx.audit_lines(agent)
+            if kept is None:
+                missing = result.unexplained()
+            elif record is not None:
+                missing = _local_phantoms(path, agent, record.epoch, kept, record.next_seq)
+            else:
+                missing = []
+            now = format_time(store.clock.now_us())
+            extra = [rolled_back_line(now, agent, seq, "found by audit verify: its process "
+                                      "ended before the commit", epoch=epoch)
+                     for epoch, seq in missing]
             if extra:
                 store.audit.write(extra)
                 report.repaired = len(extra)
     return report
-
-
-def _local_phantoms(path: Path, agent: str, kept: list[dict[str, Any]], now_us: int
-                    ) -> list[dict[str, Any]]:
-    """With a backend that keeps the committed lines: the changes in the local log
-    that are not among them (same seq and ts) and have no ``rolled_back`` line."""
-    committed = {(line.get("seq"), line.get("ts")) for line in kept}
-    lines, _ = read_chained(path)
-    found: dict[int, bool] = {}
-    for item in _groups(lines, agent):
-        if isinstance(item, Logged):
-            if item.line.get("action") == "rolled_back" and item.line.get("seq") in found:
-                found[item.line["seq"]] = False
-            continue
-        first = item.lines[0].line
-        if (item.seq, first.get("ts")) not in committed:
-            found[item.seq] = True
-    return [rolled_back_line(format_time(now_us), agent, seq,
-                             "found by audit verify: not among the database's committed "
-                             "changes") for seq, missing in found.items() if missing]
-
-
-def agent_history(store: MemoryStore, agent: str, *, key: str | None = None,
-                  actor: str | None = None, since_us: int | None = None,
-                  limit: int | None = None) -> list[dict[str, Any]]:
-    """``agent``'s history, newest first (``rotifer agent audit show``)."""
-    stored: list[dict[str, Any]] | None
-    with store.backend.read() as tx:
-        stored = tx.audit_lines(agent)
-        record = tx.get_agent(agent)
-    if stored is not None:
-        lines = [Logged({**line, "prev": None}, f"database line {n}")
-                 for n, line in enumerate(stored, 1)]
-    else:
-        lines = []
-        if store.audit.path is not None:
-            for file in log_files(store.audit.path):
-                for number, chunk in enumerate(file.read_bytes().split(b"\n")[:-1], 1):
-                    try:
-                        line = json.loads(chunk)
-                    except ValueError:
-                        continue  # verify names it; history shows what it can read
-                    if isinstance(line, dict):
-                        lines.append(Logged(line, f"{file.name} line {number}"))
-    found = history(lines, agent, key=key, actor=actor, since_us=since_us,
-                    next_seq=None if record is None else record.next_seq,
-                    exists=record is not None)
-    found.reverse()
-    return found if limit is None else found[:limit]

@@ -37,7 +37,7 @@ PUT_COLUMNS = ROW_COLUMNS.replace("value,", "value, size,")
 BRIEF_COLUMNS = "key, category, size, updated_us, seq, created_by"
 AGENT_COLUMNS = (
     "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq, "
-    "last_us"
+    "last_us, epoch, head"
 )
 #: The largest page ``iter_newest`` fetches (its pages start at ``first`` rows,
 #: a query's limit, and double up to this).  A query whose answer lies within
@@ -164,6 +164,14 @@ class AgentRecord(NamedTuple):
     next_seq: int
     #: The time of the agent's last committed change (0: none since this was added).
     last_us: int = 0
+    #: Which memory of the agent this is: a random id given when it was created
+    #: here (``agent create``, ``import``, ``move``); its changes' audit lines
+    #: carry it (``""``: made before issue 22, lines without it).  See
+    #: :mod:`rotifer.memory.audit_lineage`.
+    epoch: str = ""
+    #: The anchor: the hash of the last audit line of the agent's last committed
+    #: change, committed with it (``""``: none yet).  See :mod:`rotifer.memory.audit_verify`.
+    head: str = ""
 
 
 class Row(NamedTuple):
@@ -232,9 +240,9 @@ class Transaction(Protocol):
 
     def insert_agent(self, record: AgentRecord) -> None: ...
 
-    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int
-                     ) -> None:
-        """Commit a change's byte total, number and time (one statement)."""
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int,
+                     head: str = "") -> None:
+        """Commit a change's byte total, number, time and anchor (one statement)."""
         ...
 
     def delete_agent(self, agent_id: str) -> None:
@@ -315,9 +323,10 @@ class Transaction(Protocol):
         place, in commit order); otherwise nothing."""
         ...
 
-    def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
-        """The agent's kept audit lines in commit order; ``None`` if this
-        backend keeps none (the log files are then the only record)."""
+    def audit_lines(self, agent_id: str) -> Iterator[dict[str, Any]] | None:
+        """The agent's kept audit lines in commit order, streamed (a page at a
+        time); ``None`` if this backend keeps none (the log files are then the
+        only record)."""
         ...
 
     def sum_sizes(self, agent_id: str) -> int:

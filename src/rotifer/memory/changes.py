@@ -19,6 +19,11 @@ transaction:
   change N committed?" is answered by the store alone: ``next_seq > N``.
   A call that writes no line (a read that only notes ``lastAccessedBy``)
   takes no number.
+* Its anchor.  The hash of the change's last audit line (which links, through
+  the log's hash chain, every line before it) is committed with the change as
+  the agent's ``head``, by the same ``update_agent`` statement: it runs just
+  after the append, still before the commit.  ``audit verify`` checks that the
+  log's chain ends where the store says (see :mod:`rotifer.memory.audit_verify`).
 * Its audit lines, appended before the commit (write-ahead).  If the
   transaction then does not commit -- an exception, a deadline or Ctrl-C
   landing anywhere, a commit that fails, a lost connection -- the caller
@@ -30,6 +35,7 @@ transaction:
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +48,12 @@ from .errors import AgentMemoryError, ErrorCode
 from .model import Category, MemoryEntry, entry_id, stored_entry
 
 HEAD_FIELDS = frozenset(HEAD)
+
+
+def new_epoch() -> str:
+    """A new agent memory's epoch: 48 random bits as 12 hex digits (so two
+    memories of one agent in one log practically never share one)."""
+    return secrets.token_hex(6)
 
 
 def to_entry(row: Row, last_accessed_by: str | None = None) -> MemoryEntry:
@@ -61,6 +73,9 @@ class Change:
     actor: str | None
     #: The agent's change number (``None`` outside an agent's transaction).
     seq: int | None = None
+    #: The agent's epoch (its row's; ``""`` for an agent made before issue 22):
+    #: every line of the change carries it, next to ``seq``.
+    epoch: str = ""
     lines: list[dict[str, Any]] = field(default_factory=list)
     #: Each line as JSON (``texts[i]`` encodes ``lines[i]``), made with it.
     texts: list[str] = field(default_factory=list)
@@ -90,11 +105,13 @@ class Change:
         if extra and not HEAD_FIELDS.isdisjoint(extra):
             raise ValueError(f"an audit line's extra fields repeat {sorted(HEAD_FIELDS & set(extra))}")
         entry.update(extra)
+        if self.epoch:
+            entry["epoch"] = self.epoch
         if self.seq is not None:
             entry["seq"] = self.seq
         self.lines.append(entry)
         self.texts.append(line_text(ts, self.agent_id, action, key, cat, who, nbytes, eid, extra,
-                                    self.seq))
+                                    self.seq, self.epoch))
         return entry
 
     def brief_lines(self, action: str, briefs: Sequence[Brief], actor: str | None = None,
@@ -115,8 +132,8 @@ class Change:
                 self.line(action, b.key, b.category, b.size, actor, createdBy=b.created_by,
                           **shared)
             return
-        seq = self.seq
-        text = BriefTemplate(ts, agent, action, who, shared, seq).text
+        seq, epoch = self.seq, self.epoch
+        text = BriefTemplate(ts, agent, action, who, shared, seq, epoch).text
         lines, texts = self.lines, self.texts
         for b in briefs:
             key, category, size, created_by = b.key, b.category, b.size, b.created_by
@@ -127,6 +144,8 @@ class Change:
             entry = {"ts": ts, "agent": agent, "action": action, "key": key,
                      "category": category.value, "actor": who, "bytes": size, "entryId": eid,
                      "createdBy": created_by, **shared}
+            if epoch:
+                entry["epoch"] = epoch
             if seq is not None:
                 entry["seq"] = seq
             lines.append(entry)
@@ -141,19 +160,21 @@ class Change:
 
 
 def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
-               lines: list[dict[str, Any]], change: Change | None = None) -> None:
+               lines: list[dict[str, Any]], change: Change | None = None) -> str:
     """Record a change's lines before its commit: in the backend's own copy (in
     the same transaction; ``log_lines`` does nothing where the backend keeps
     none), then appended to the log.  From here on a failure must be settled,
-    so ``change.logged`` is set first."""
+    so ``change.logged`` is set first.  Returns the hash of the last line
+    appended, the anchor the caller commits as the agent's ``head``."""
     if change is not None:
         change.logged = True
     encoded = change.texts if change is not None and change.lines is lines \
         else encode_lines(lines)
     tx.log_lines(agent_id, seq, encoded)
-    audit.write(lines, encoded)
+    head = audit.write(lines, encoded)
     if change is not None:
         change.appended = True
+    return head
 
 
 def committed(backend: Backend, agent_id: str, seq: int, removes_agent: bool = False) -> bool:
@@ -185,6 +206,6 @@ def settle(backend: Backend, audit: AuditLog, clock: Clock, change: Change,
         else:
             reason = f"not committed: {type(exc).__name__}"
         audit.write([rolled_back_line(format_time(clock.now_us()), change.agent_id,
-                                      change.seq, reason, change.actor)])
+                                      change.seq, reason, change.actor, change.epoch)])
     except Exception:
         pass

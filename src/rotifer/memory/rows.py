@@ -86,4 +86,4 @@ def decode_brief(r: tuple[Any, ...]) -> Brief:
 
 def decode_agent(r: tuple[Any, ...]) -> AgentRecord:
     """An ``AGENT_COLUMNS`` result row."""
-    return AgentRecord(r[0], r[1], _data_policy(r[2], bool(r[3])), r[4], r[5], r[6])
+    return AgentRecord(r[0], r[1], _data_policy(r[2], bool(r[3])), r[4], r[5], r[6], r[7], r[8])

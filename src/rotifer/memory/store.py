@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from .audit import DEPLOYER, AuditLog
 from .backend import AgentRecord, Backend, Transaction
-from .changes import Change, log_change, settle, to_entry
+from .changes import Change, log_change, new_epoch, settle, to_entry
 from .clock import Clock, SystemClock
 from .deployer_memory import DeniedMemory, DeployerMemory
 from .errors import AgentMemoryError, ErrorCode, denied, invalid, storage
@@ -101,7 +101,7 @@ class MemoryStore:
         with self.backend.write(agent_id) as tx:
             if tx.get_agent(agent_id) is not None:
                 raise invalid(f"agent {agent_id!r} already has a memory")
-            tx.insert_agent(AgentRecord(agent_id, quota_bytes, policy, 0, 1, 0))
+            tx.insert_agent(AgentRecord(agent_id, quota_bytes, policy, 0, 1, 0, new_epoch()))
 
     def has_agent(self, agent_id: str) -> bool:
         with self.backend.peek() as tx:
@@ -158,6 +158,7 @@ class MemoryStore:
         now = self.clock.now_us() if now is None else now
         change.now_us = now if now > record.last_us else record.last_us + 1
         change.seq = record.next_seq
+        change.epoch = record.epoch
         change.used = record.used_bytes
 
     def change(self, agent_id: str, actor: str | None,
@@ -194,9 +195,12 @@ class MemoryStore:
                 change.row = row
                 result = body(tx, record, change)
                 if change.lines:
-                    tx.update_agent(agent_id, change.used, record.next_seq + 1, change.now_us)
-                    log_change(tx, self.audit, agent_id, record.next_seq,
-                               change.lines, change)
+                    # The append first: its last line's hash is the anchor the
+                    # counters' one statement commits (still before the commit).
+                    head = log_change(tx, self.audit, agent_id, record.next_seq,
+                                      change.lines, change)
+                    tx.update_agent(agent_id, change.used, record.next_seq + 1, change.now_us,
+                                    head)
         except BaseException as exc:
             if change.logged:
                 settle(self.backend, self.audit, self.clock, change, exc)
@@ -215,8 +219,7 @@ class MemoryStore:
         change.brief_lines("expire", expired, actor="retention")
         tx.delete(record.agent_id, [b.key for b in expired])
         change.used = record.used_bytes - sum(b.size for b in expired)
-        return AgentRecord(record.agent_id, record.quota_bytes, record.data_policy, change.used,
-                           record.next_seq, record.last_us)
+        return record._replace(used_bytes=change.used)
 
     def has_expired(self, agent_id: str, now_us: int) -> bool:
         with self.backend.peek() as tx:

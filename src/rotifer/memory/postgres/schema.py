@@ -112,8 +112,23 @@ def _step_2(conn: Connection) -> None:
             conn.execute(statement)
 
 
+STEP_3: Final = """
+ALTER TABLE memory_agents ADD COLUMN IF NOT EXISTS epoch text NOT NULL DEFAULT '';
+ALTER TABLE memory_agents ADD COLUMN IF NOT EXISTS head text NOT NULL DEFAULT ''
+"""
+
+
+def _step_3(conn: Connection) -> None:
+    """Issue 22.  ``memory_agents.epoch`` (which memory of the agent this is; its
+    changes' audit lines carry it) and ``head`` (the hash of the last audit line
+    of its last committed change: the anchor ``audit verify`` checks)."""
+    for statement in STEP_3.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
 #: Step n takes a database from version n - 1 to version n.
-STEPS: Final[dict[int, Callable[[Connection], None]]] = {1: _step_1, 2: _step_2}
+STEPS: Final[dict[int, Callable[[Connection], None]]] = {1: _step_1, 2: _step_2, 3: _step_3}
 SCHEMA_VERSION: Final = max(STEPS)
 
 #: Everything an open needs to know, in one statement that takes no lock a writer holds.

@@ -27,7 +27,7 @@ of them).  So a transaction here sends as little as it can on its own:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, Protocol
 
 import psycopg
@@ -43,6 +43,8 @@ Cursor = psycopg.Cursor[tuple[Any, ...]]
 Params = tuple[Any, ...] | None
 Statement = tuple[str, Params]
 
+#: Audit lines read per statement by :meth:`PostgresTransaction.audit_lines`.
+AUDIT_PAGE: Final = 2000
 #: Deferred statements kept at most; more are sent (one round trip) first.
 MAX_QUEUED: Final = 32
 
@@ -191,16 +193,17 @@ class PostgresTransaction(SqlTransaction):
 
     def insert_agent(self, record: AgentRecord) -> None:
         self._run(
-            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (record.agent_id, record.quota_bytes, record.data_policy.max_retention_days,
              record.data_policy.anonymization_supported, record.used_bytes, record.next_seq,
-             record.last_us))
+             record.last_us, record.epoch, record.head))
 
-    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int
-                     ) -> None:
-        sql = ("UPDATE memory_agents SET used_bytes = %s, next_seq = %s, last_us = %s "
-               "WHERE agent_id = %s")
-        params = (used_bytes, next_seq, last_us, agent_id)
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int,
+                     head: str = "") -> None:
+        sql = ("UPDATE memory_agents SET used_bytes = %s, next_seq = %s, last_us = %s, "
+               "head = %s WHERE agent_id = %s")
+        params = (used_bytes, next_seq, last_us, head, agent_id)
         if self.locked == agent_id and self._watch is None:
             self._later(agent_id, sql, params)  # its row is locked by us: it is there
             return
@@ -255,7 +258,18 @@ class PostgresTransaction(SqlTransaction):
         self._later(agent_id, "INSERT INTO memory_audit (agent_id, seq, line) "
                     "SELECT %s, %s, unnest(%s::text[])", (agent_id, seq, lines))
 
-    def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
-        rows = self._all("SELECT line FROM memory_audit WHERE agent_id = %s ORDER BY id",
-                         (agent_id,))
-        return [json.loads(r[0]) for r in rows]
+    def audit_lines(self, agent_id: str) -> Iterator[dict[str, Any]] | None:
+        return self._audit_pages(agent_id)
+
+    def _audit_pages(self, agent_id: str) -> Iterator[dict[str, Any]]:
+        """Keyset pages of :data:`AUDIT_PAGE` lines by ``id``: memory stays
+        flat however long the agent's history is."""
+        after = 0
+        while True:
+            rows = self._all("SELECT id, line FROM memory_audit WHERE agent_id = %s AND id > %s "
+                             f"ORDER BY id LIMIT {AUDIT_PAGE}", (agent_id, after))
+            for r in rows:
+                yield json.loads(r[1])
+            if len(rows) < AUDIT_PAGE:
+                return
+            after = rows[-1][0]

@@ -59,10 +59,20 @@ def _step_2(conn: sqlite3.Connection) -> None:
                  "memory_entries e WHERE e.agent_id = memory_agents.agent_id), 0)")
 
 
+def _step_3(conn: sqlite3.Connection) -> None:
+    """Issue 22.  ``memory_agents.epoch``: which memory of the agent this is (its
+    changes' audit lines carry it, so a move or a copy's history stays apart from
+    the original's); ``head``: the hash of the last audit line of the agent's last
+    committed change (the anchor ``audit verify`` checks the log against).  Agents
+    made before keep ``''`` for both until their next change sets ``head``."""
+    conn.execute("ALTER TABLE memory_agents ADD COLUMN epoch TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE memory_agents ADD COLUMN head TEXT NOT NULL DEFAULT ''")
+
+
 #: Step n takes a file from schema version n - 1 (``PRAGMA user_version``) to n.
 #: Opening reads the version without a lock and runs DDL only when a step is
 #: missing: the write lock it needs would queue behind every write in progress.
-STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2}
+STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2, 3: _step_3}
 SCHEMA_VERSION = max(STEPS)
 
 

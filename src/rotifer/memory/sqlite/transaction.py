@@ -53,16 +53,16 @@ class SqliteTransaction(SqlTransaction):
 
     def insert_agent(self, record: AgentRecord) -> None:
         self.conn.execute(
-            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO memory_agents ({AGENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (record.agent_id, record.quota_bytes, record.data_policy.max_retention_days,
              int(record.data_policy.anonymization_supported), record.used_bytes, record.next_seq,
-             record.last_us))
+             record.last_us, record.epoch, record.head))
 
-    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int
-                     ) -> None:
+    def update_agent(self, agent_id: str, used_bytes: int, next_seq: int, last_us: int,
+                     head: str = "") -> None:
         cur = self.conn.execute(
-            "UPDATE memory_agents SET used_bytes = ?, next_seq = ?, last_us = ? "
-            "WHERE agent_id = ?", (used_bytes, next_seq, last_us, agent_id))
+            "UPDATE memory_agents SET used_bytes = ?, next_seq = ?, last_us = ?, head = ? "
+            "WHERE agent_id = ?", (used_bytes, next_seq, last_us, head, agent_id))
         if cur.rowcount != 1:
             raise storage(f"agent {agent_id!r} has no memory")
 
@@ -177,5 +177,5 @@ class SqliteTransaction(SqlTransaction):
     def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
         """SQLite keeps no copy: the one ``audit.jsonl`` beside it is the record."""
 
-    def audit_lines(self, agent_id: str) -> list[dict[str, Any]] | None:
+    def audit_lines(self, agent_id: str) -> Iterator[dict[str, Any]] | None:
         return None

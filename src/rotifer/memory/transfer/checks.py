@@ -21,6 +21,7 @@ from ..model import Category, DataPolicy, MemoryEntry, check_key, check_value, e
 from ..policy import check_fits_data_policy, expires_at
 from .document import (
     FORMAT,
+    OPTIONAL_FIELDS,
     RECORD_FIELDS,
     TOP_FIELDS,
     VERSION,
@@ -47,7 +48,7 @@ class ExportChecker:
         if head.get("version") != VERSION:
             raise invalid(f"unsupported export version {head.get('version')!r}; "
                           f"this rotifer reads version {VERSION}")
-        unknown = sorted(set(head) - TOP_FIELDS)
+        unknown = sorted(set(head) - TOP_FIELDS - OPTIONAL_FIELDS)
         if unknown:
             raise invalid(f"export has unknown field(s) {unknown} or lacks []")
         self.head = dict(head)
@@ -66,6 +67,11 @@ class ExportChecker:
         self.quota = quota
         self.policy = DataPolicy.from_json(settings["dataPolicy"])
         self.next_seq = _int(settings["nextSeq"], "nextSeq", 1)
+        epoch = head.get("epoch", "")
+        if not isinstance(epoch, str) or len(epoch) > 64:
+            raise invalid("epoch must be a short string")
+        #: The exported memory's epoch (``""``: unknown), named by the import's line.
+        self.epoch = epoch
         keep_cache = head.get("keepCache")
         if not isinstance(keep_cache, bool):
             raise invalid("keepCache must be a boolean")
@@ -143,7 +149,7 @@ class ExportChecker:
 
     def finish(self, tail: Mapping[str, Any]) -> AgentRecord:
         """Check the document's closing fields; the agent record with its bytes."""
-        fields = set(self.head) | set(tail) | {"entries"}
+        fields = (set(self.head) | set(tail) | {"entries"}) - OPTIONAL_FIELDS
         if fields != TOP_FIELDS or set(self.head) & set(tail):
             raise invalid(f"export has unknown field(s) {sorted(fields - TOP_FIELDS)} or lacks "
                           f"{sorted(TOP_FIELDS - fields)}")

@@ -36,6 +36,10 @@ HEAD_FIELDS: Final = ("format", "version", "agent", "exportedAt", "source", "kee
                       "settings")
 TAIL_FIELDS: Final = ("counts", "totalBytes", "leftBehind", "sha256")
 TOP_FIELDS: Final = {*HEAD_FIELDS, "entries", *TAIL_FIELDS}
+#: Fields a file may have or lack: ``epoch``, the exported memory's epoch (files
+#: written before issue 22 have none), which the import's audit line names so
+#: that ``audit verify`` and ``show`` follow the agent's history back through it.
+OPTIONAL_FIELDS: Final = frozenset({"epoch"})
 _OPEN_ENTRIES: Final = '"entries":['
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..audit import DEPLOYER
+from ..backend import AgentRecord
 from ..changes import Change, settle
 from ..errors import AgentMemoryError, ErrorCode, invalid, storage
 from ..store import MemoryStore
@@ -56,32 +57,36 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     if not source.has_agent(agent_id):
         raise AgentMemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in "
                           f"{describe(source)}")
-    if destination.has_agent(agent_id):
+    if destination is source:
         raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "
-                      "nothing was moved (remove it there first if it must go)")
+                      "nothing was moved")
+    there = destination.has_agent(agent_id)
     source.purge_expired(agent_id)
     src, dst = describe(source), describe(destination)
     copied = False
     sha256 = ""
-    tally = Tally(progress)
+    tally = Tally(None)
     change = Change(agent_id, 0, DEPLOYER, removes_agent=True)
     try:
         with source.backend.long_running(), source.backend.write(agent_id) as tx:
             held = open_source(tx, agent_id, progress)
             now = change.now_us = max(source.clock.now_us(), held.last_us + 1)
-            # The move is the source's change N; the destination's import is N + 1.
-            change.seq = held.next_seq
+            # The move is the source's change N; the destination's import is N + 1,
+            # in a new epoch that names this one: one history across both stores.
+            change.seq, change.epoch = held.next_seq, held.epoch
             record = held._replace(next_seq=held.next_seq + 1)
-            checker = ExportChecker(head_of(record, keep_cache, now, src),
-                                    quota_bytes=quota_bytes)
-            carried = (entry_record(row) for what, row in
-                       tally.rows(tx, agent_id, now, keep_cache) if what == "carry")
-            moved = fill(destination, checker, carried,
-                         lambda: tally.tail(checker.checksum.hexdigest()), f"move:{src}", "move")
-            copied = True
-            sha256 = checker.checksum.hexdigest()
-            with destination.backend.long_running(), destination.backend.read() as dtx:
-                verify(dtx, moved, checker.entries)
+            head = head_of(record, keep_cache, now, src)
+            # What goes, and its checksum, first: the source's lines (change N) are
+            # appended before the destination's (N + 1), so the log is in order.
+            summary = ExportChecker(head, quota_bytes=quota_bytes)
+            for n, row in enumerate(r for what, r in tally.rows(tx, agent_id, now, keep_cache)
+                                    if what == "carry"):
+                summary.row(entry_record(row), n)
+            sha256 = summary.checksum.hexdigest()
+            expected = summary.finish(tally.tail(sha256))  # a quota they do not fit: no line
+            if there:
+                _drop_orphan(destination, agent_id, expected._replace(
+                    next_seq=record.next_seq + 1), summary)
 
             def lines() -> Iterator[dict[str, Any]]:
                 yield line(now, agent_id, "move", nbytes=tally.total, entries=tally.carried,
@@ -102,6 +107,18 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                 yield from expired
 
             audit_in_batches(source, tx, change, lines())
+            copying = Tally(progress)
+            checker = ExportChecker(head, quota_bytes=quota_bytes)
+            carried = (entry_record(row) for what, row in
+                       copying.rows(tx, agent_id, now, keep_cache) if what == "carry")
+            moved = fill(destination, checker, carried,
+                         lambda: copying.tail(checker.checksum.hexdigest()), f"move:{src}",
+                         "move")
+            copied = True
+            if checker.checksum.hexdigest() != sha256:
+                raise storage(f"moving {agent_id!r}: the entries changed while they were copied")
+            with destination.backend.long_running(), destination.backend.read() as dtx:
+                verify(dtx, moved, checker.entries)
             tx.delete_agent(agent_id)
     except BaseException as exc:  # an interrupt after the copy must not leave two copies
         settle(source.backend, source.audit, source.clock, change, exc)
@@ -112,6 +129,24 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
         if progress is not None:
             progress.finish()
     return report(tally, agent_id, sha256, src, dst)
+
+
+def _drop_orphan(destination: MemoryStore, agent_id: str, expected: AgentRecord,
+                 summary: ExportChecker) -> None:
+    """The destination has a memory of the agent already.  If it is exactly the
+    copy this move would make now -- same settings, entries and numbers, changed
+    by nothing since its import: the copy of an earlier move of this very state
+    that was killed after the copy committed and before the source dropped the
+    agent -- remove it (audited there as ``drop_agent``) and move again, so the
+    retried move ends as if the first had never been.  Anything else is refused:
+    an import or move never merges or overwrites."""
+    try:
+        with destination.backend.long_running(), destination.backend.read() as dtx:
+            verify(dtx, expected, summary.entries)
+    except MemoryError:
+        raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "
+                      "nothing was moved (remove it there first if it must go)") from None
+    destination.drop_agent(agent_id)
 
 
 def _undo_copy(source: MemoryStore, destination: MemoryStore, agent_id: str,

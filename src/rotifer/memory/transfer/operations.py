@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from ..audit import DEPLOYER
 from ..backend import AgentRecord, Row, Transaction
-from ..changes import Change, log_change, settle
+from ..changes import Change, log_change, new_epoch, settle
 from ..clock import format_time
 from ..errors import AgentMemoryError, ErrorCode, invalid, storage
 from ..model import Category, entry_id
@@ -68,20 +68,25 @@ def line(now_us: int, agent_id: str, action: str, key: str | None = None,
 
 
 def audit_in_batches(store: MemoryStore, tx: Transaction, change: Change,
-                     lines: Iterable[dict[str, Any]]) -> None:
-    """Log a long change's lines in batches, each carrying the change's ``seq``:
-    every batch goes to the backend's own copy (in ``tx``) and the log before the
-    commit, as one change's lines always do."""
+                     lines: Iterable[dict[str, Any]]) -> str:
+    """Log a long change's lines in batches, each carrying the change's ``epoch``
+    and ``seq``: every batch goes to the backend's own copy (in ``tx``) and the
+    log before the commit, as one change's lines always do.  Returns the last
+    line's hash (the change's anchor)."""
     assert change.agent_id is not None and change.seq is not None
     batch: list[dict[str, Any]] = []
+    head = ""
     for line in lines:
+        if change.epoch:
+            line["epoch"] = change.epoch
         line["seq"] = change.seq
         batch.append(line)
         if len(batch) >= LINES_PER_WRITE:
-            log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
+            head = log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
             batch = []
     if batch:
-        log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
+        head = log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
+    return head
 
 
 class Tally:
@@ -128,9 +133,12 @@ def open_source(tx: Transaction, agent_id: str, progress: Progress | None) -> Ag
 
 
 def head_of(record: AgentRecord, keep_cache: bool, now_us: int, source: str) -> dict[str, Any]:
-    return {"format": FORMAT, "version": VERSION, "agent": record.agent_id,
+    head = {"format": FORMAT, "version": VERSION, "agent": record.agent_id,
             "exportedAt": format_time(now_us), "source": source, "keepCache": keep_cache,
             "settings": _settings(record)}
+    if record.epoch:
+        head["epoch"] = record.epoch
+    return head
 
 
 def report(tally: Tally, agent_id: str, sha256: str, source: str,
@@ -199,9 +207,10 @@ def verify(tx: Transaction, record: AgentRecord, expected: EntrySet) -> None:
     its checksum as it would be exported now)."""
     agent_id = record.agent_id
     held = tx.get_agent(agent_id)
-    # last_us is the time of the import itself, not part of what was exported.
-    if held is None or held._replace(last_us=0) != \
-            record._replace(last_us=0):
+    # last_us is the time of the import itself, the epoch and the anchor the
+    # destination's own: none of them part of what was exported.
+    if held is None or held._replace(last_us=0, epoch="", head="") != \
+            record._replace(last_us=0, epoch="", head=""):
         raise storage(f"verification failed: agent {agent_id!r}'s settings differ after copying")
     count, used = tx.count(agent_id), tx.sum_sizes(agent_id)
     if count != expected.count or used != record.used_bytes:
@@ -221,13 +230,14 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
     stream in, verified and audited before it commits.  ``tail()`` gives the
     document's closing fields once the entries are exhausted."""
     agent_id = checker.agent_id
-    change = Change(agent_id, 0, DEPLOYER)
+    # A new memory of the agent: a new epoch, whose numbers continue the old one's.
+    change = Change(agent_id, 0, DEPLOYER, epoch=new_epoch())
     try:
         with store.backend.long_running(), store.backend.write(agent_id) as tx:
             if tx.get_agent(agent_id) is not None:
                 raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
                               "nothing was changed (remove it there first if it must go)")
-            tx.insert_agent(checker.empty_record())
+            tx.insert_agent(checker.empty_record()._replace(epoch=change.epoch))
             read = 0
             latest = 0
             for n, rec in enumerate(entries):
@@ -246,17 +256,20 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
             # it), timed after every entry it brings; the next change is the one after.
             change.seq = exported.next_seq
             now = change.now_us = max(store.clock.now_us(), latest + 1)
-            record = exported._replace(next_seq=exported.next_seq + 1, last_us=now)
-            tx.update_agent(agent_id, record.used_bytes, record.next_seq, record.last_us)
+            record = exported._replace(next_seq=exported.next_seq + 1, last_us=now,
+                                       epoch=change.epoch)
+            tx.update_agent(agent_id, record.used_bytes, record.next_seq, record.last_us, "")
             verify(tx, record, checker.entries)
+            # previousEpoch: the memory whose history this one continues (audit_lineage).
             head = line(now, agent_id, "import_agent", nbytes=record.used_bytes,
                         entries=checker.entries.count, sha256=checker.checksum.hexdigest(),
                         quotaBytes=record.quota_bytes, dataPolicy=record.data_policy.to_json(),
-                        via=via, source=origin)
+                        via=via, source=origin, previousEpoch=checker.epoch)
             lines = (line(now, agent_id, "import", r.key, r.category, r.size,
                           createdBy=r.created_by, via=via) for r in tx.iter_newest(agent_id))
-            # before the commit, as every change
-            audit_in_batches(store, tx, change, _chain([head], lines))
+            # before the commit, as every change; then its anchor
+            anchor = audit_in_batches(store, tx, change, _chain([head], lines))
+            tx.update_agent(agent_id, record.used_bytes, record.next_seq, record.last_us, anchor)
     except BaseException as exc:
         settle(store.backend, store.audit, store.clock, change, exc)
         raise
