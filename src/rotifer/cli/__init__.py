@@ -1,5 +1,6 @@
 """The ``rotifer`` command (click).
 
+- :mod:`rotifer.cli.entry`    -- the console script (Ctrl-C during start-up)
 - :mod:`rotifer.cli.main`     -- the group, error reporting, ``init``, ``wrap``,
   ``compile``, ``run``, ``test``
 - :mod:`rotifer.cli.agent`    -- ``agent create | list | run | update-genes`` and

@@ -213,17 +213,15 @@ def _run(argv: list[str] | None) -> int:
     from rotifer.memory.errors import MemoryError
 
     try:
-        # Without standalone mode click returns the status of a command that
-        # exits early (``raise click.exceptions.Exit(1)``) instead of raising it.
-        status = cli.main(args=argv, prog_name="rotifer", standalone_mode=False)
+        # The context made and invoked here rather than by ``cli.main``: that
+        # turns a KeyboardInterrupt into Abort after printing a blank line.
+        with cli.make_context("rotifer", list(sys.argv[1:] if argv is None else argv)) as ctx:
+            status = cli.invoke(ctx)
         if isinstance(status, int) and not isinstance(status, bool):
             return status
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.Abort as exc:
-        # click turns a KeyboardInterrupt (Ctrl-C, or our Terminated) into Abort.
-        if isinstance(exc.__cause__, Terminated):
-            return _stopped(exc.__cause__)
+    except click.Abort:  # a prompt that got Ctrl-C or the end of its input
         return _report("INTERRUPTED", "aborted", 130)
     except click.UsageError as exc:
         where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
@@ -236,7 +234,10 @@ def _run(argv: list[str] | None) -> int:
     except Terminated as exc:
         return _stopped(exc)
     except KeyboardInterrupt:
-        return _report("INTERRUPTED", "interrupted", 130)
+        from .entry import interrupted_line
+
+        click.echo(interrupted_line().decode(), err=True, nl=False)
+        return 130
     except BrokenPipeError:
         # Output piped into e.g. `head`, which exited: nothing more to say.
         _silence_stdout()
