@@ -18,7 +18,7 @@ milliseconds) and the console script's import of this module (a millisecond or
 two).  A Ctrl-C there is Python's, with its traceback.
 """
 
-import _signal  # the C module behind signal; loaded before any script runs
+import _signal  # type: ignore[import-not-found,unused-ignore]  # signal's C half, preloaded
 import os
 import sys
 
