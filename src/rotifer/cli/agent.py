@@ -44,8 +44,23 @@ def _data_policy(path: Path | None) -> DataPolicy | None:
 
     if path is None:
         return None
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        # json.loads would keep the last of two equal fields, silently (WASM
+        # requests refuse them too).
+        doc: dict[str, Any] = {}
+        for field, value in pairs:
+            if field in doc:
+                raise invalid(f"data policy file {path} has the field {field!r} twice")
+            doc[field] = value
+        return doc
+
+    def no_constant(name: str) -> Any:
+        raise invalid(f"data policy file {path} is not valid JSON: {name} is not a JSON number")
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique,
+                         parse_constant=no_constant)
     except FileNotFoundError:
         raise invalid(f"data policy file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
