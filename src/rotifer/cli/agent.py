@@ -258,7 +258,8 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
     rows = [[e.key, e.category.value, str(e.size), _creator(e, names), e.to_json()["updatedAt"]]
             for e in entries]
     if rows:
-        for line in common.table(["KEY", "CATEGORY", "SIZE", "CREATED BY", "UPDATED"], rows):
+        for line in common.table(["KEY", "CATEGORY", "SIZE", "CREATED BY", "UPDATED"], rows,
+                                 {0: common.KEY_WIDTH}):
             click.echo(line)
     else:
         click.echo("No entries" + (f" in {category.upper()}" if category else ""))
@@ -266,11 +267,15 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
     click.echo(f"Usage: {common.human_size(used)} of {common.human_size(quota)} "
                f"({percent:.1f}%), {common.plural(len(entries), 'entry', 'entries')}"
                + (f" in {category.upper()}" if category else ""))
+    if common.any_cut(e.key for e in entries):
+        click.echo(common.CUT_NOTE)
 
 
 @memory_group.command("delete")
 @click.argument("name")
-@click.option("--key", default=None, metavar="K", help="remove the entry with this key")
+@click.option("--key", default=None, metavar="K",
+              help="remove the entry with this key, as `agent memory list` shows it "
+                   "(\\\\ is a backslash, \\x1b an escape character)")
 @click.option("--category", default=None, metavar="C", help="remove every entry of this category")
 @click.pass_context
 def memory_delete_command(ctx: click.Context, name: str, key: str | None,
@@ -285,7 +290,7 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
     with project.open_store(name, create=False) as store:
         require_memory(store, name)
         deployer = store.deployer(name)
-        removed = deployer.delete_key(key) if key is not None else \
+        removed = deployer.delete_key(common.unshown(key)) if key is not None else \
             deployer.delete_category(category or "")
     click.echo(f"Removed {common.plural(removed, 'entry', 'entries')}")
 

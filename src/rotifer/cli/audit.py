@@ -57,17 +57,18 @@ def verify_command(ctx: click.Context, name: str) -> None:
     with _open(ctx, name) as store:
         report = verify_agent(store, name)
     if not report.ok:
-        raise RotiferError(common.shown(report.message), code="AUDIT_MISMATCH")
+        raise RotiferError(report.message, code="AUDIT_MISMATCH")  # escaped as it is printed
     message = report.message
     if report.repaired:
         message += (f"; {common.plural(report.repaired, 'change')} logged but never committed "
                     "now marked rolled_back")
-    click.echo("OK " + common.shown(message))
+    click.echo("OK " + common.said(message))
 
 
 @audit_group.command("show")
 @click.argument("name")
-@click.option("--key", default=None, metavar="K", help="only lines about this key")
+@click.option("--key", default=None, metavar="K",
+              help="only lines about this key, as the tables show it (\\\\ is a backslash)")
 @click.option("--actor", default=None, metavar="ID",
               help="only lines of this actor (a gene's v2 id, deployer, retention)")
 @click.option("--since", default=None, metavar="T",
@@ -90,6 +91,7 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
         except ValueError:
             raise invalid(f"--since must be an RFC 3339 time such as "
                           f"2026-01-01T00:00:00Z, not {since!r}") from None
+    key = None if key is None else common.unshown(key)
     with _open(ctx, name) as store:
         lines = agent_history(store, name, key=key, actor=actor, since_us=since_us, limit=limit)
     if as_json:
@@ -105,5 +107,7 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
              str(line.get("category") or ""), str(line.get("bytes", "")),
              str(line.get("actor") or "")] for line in lines]
     for text in common.table(["TS", "SEQ", "ACTION", "KEY", "CATEGORY", "BYTES", "ACTOR"],
-                             rows):
+                             rows, {3: common.KEY_WIDTH}):
         click.echo(text)
+    if common.any_cut(row[3] for row in rows):
+        click.echo(common.CUT_NOTE)

@@ -119,7 +119,7 @@ def test_command(ctx: click.Context, gene: str) -> None:
         common.hint(h)
     for case in report.cases:
         name = common.shown(case.name)
-        click.echo(f"PASS  {name}" if case.passed else f"FAIL  {name}: {common.shown(case.detail)}")
+        click.echo(f"PASS  {name}" if case.passed else f"FAIL  {name}: {common.said(case.detail)}")
     failed = sum(not c.passed for c in report.cases)
     click.echo(f"{len(report.cases) - failed} passed, {failed} failed")
     if failed:
@@ -140,7 +140,7 @@ _register_subcommands()
 
 
 def _report(code: str, message: str, status: int) -> int:
-    click.echo(f"{code}: {common.shown(one_line(message))}", err=True)
+    click.echo(f"{code}: {common.said(one_line(message))}", err=True)
     return status
 
 
