@@ -245,8 +245,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     """Left-aligned columns separated by two spaces (plain text a script can split);
     every cell goes through :func:`shown`, and the cells of column ``i`` are
     :func:`cut` at ``widths[i]`` characters."""
-    widths = widths or {}
-    rows = [[cut(shown(cell), widths[i]) if i in widths else shown(cell)
+    limits = widths or {}
+    rows = [[cut(shown(cell), limits[i]) if i in limits else shown(cell)
              for i, cell in enumerate(row)] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
