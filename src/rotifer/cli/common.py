@@ -241,11 +241,11 @@ def any_cut(texts: Iterable[str], width: int = KEY_WIDTH) -> bool:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
-          widths: Mapping[int, int] | None = None) -> list[str]:
+          cut_at: Mapping[int, int] | None = None) -> list[str]:
     """Left-aligned columns separated by two spaces (plain text a script can split);
     every cell goes through :func:`shown`, and the cells of column ``i`` are
-    :func:`cut` at ``widths[i]`` characters."""
-    limits = widths or {}
+    :func:`cut` at ``cut_at[i]`` characters."""
+    limits = cut_at or {}
     rows = [[cut(shown(cell), limits[i]) if i in limits else shown(cell)
              for i, cell in enumerate(row)] for row in rows]
     widths = [len(h) for h in headers]
