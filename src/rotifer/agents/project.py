@@ -54,10 +54,12 @@ class Project:
 
     @classmethod
     def init(cls, root: Path) -> Project:
-        """Make ``root/.rotifer/`` and ``root/genes/`` (fine if they exist)."""
+        """Make ``root/.rotifer/``, ``root/.rotifer/agents/`` and ``root/genes/``
+        (fine if they exist)."""
         project = cls(root)
         try:
             project.dot.mkdir(parents=True, exist_ok=True)
+            project.agents_dir.mkdir(exist_ok=True)
             project.genes_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RotiferError(f"cannot create the project in {project.root}: "

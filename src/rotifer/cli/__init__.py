@@ -6,6 +6,7 @@
 - :mod:`rotifer.cli.agent`    -- ``agent create | list | run | update-genes`` and
   ``agent memory list | delete``
 - :mod:`rotifer.cli.transfer` -- ``agent move | export | import``
+- :mod:`rotifer.cli.delete`   -- ``agent delete``
 - :mod:`rotifer.cli.common`   -- what the commands share (finding the project,
   reading ``--input``, printing tables and hints)
 

@@ -44,7 +44,7 @@ def cli(ctx: click.Context, project: Path | None) -> None:
 @click.argument("directory", required=False, default=".",
                 type=click.Path(file_okay=False, path_type=Path))
 def init_command(directory: Path) -> None:
-    """Make DIR/.rotifer/ and DIR/genes/ (DIR defaults to the current folder).
+    """Make DIR/.rotifer/ (with agents/) and DIR/genes/ (DIR defaults to the current folder).
 
     In an existing project it also upgrades the memory files written by an
     older rotifer (commands that only use memory refuse them unchanged).

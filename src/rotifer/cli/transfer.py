@@ -99,7 +99,9 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
     url = normalize_url(to)
     with project.open_store(name, create=False) as source:
         require_memory(source, name)  # before the destination is made
+        _not_where_it_is(project, name, url, describe(source))
         with MemoryStore.open(project.dot, url) as destination:
+            _nothing_in_the_way(name, url, destination, describe(source))
             report = move_agent(source, destination, name, keep_cache=keep_cache,
                                 quota_bytes=quota_bytes,
                                 progress=progress_bar("moving", quiet=quiet))
@@ -118,6 +120,36 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
     lines.append(f"Agent '{name}' now uses " + (
         "the project's memory store" if binding is None else where))
     return lines
+
+
+def _not_where_it_is(project: Project, name: str, url: str, where: str) -> None:
+    """A move to the store the agent already uses is refused before that store is
+    opened a second time: there is nothing to move (and no advice to delete the
+    memory "there", which would be its only copy)."""
+    current = project.memory_url(name)
+    here = normalize_url(current, project.root) if current else _project_default(project)
+    if url == here:
+        raise MemoryError(ErrorCode.INVALID_INPUT,
+                          f"agent '{name}' already uses {where}; nothing to move")
+
+
+def _nothing_in_the_way(name: str, url: str, destination: MemoryStore, where: str) -> None:
+    """The destination must not hold a memory for the agent (a move never merges);
+    the refusal says which command removes that one, if it must go."""
+    from rotifer.memory.transfer import describe
+
+    if not destination.has_agent(name):
+        return
+    there = describe(destination)
+    if there == where:  # the same store under another spelling of its URL
+        raise MemoryError(ErrorCode.INVALID_INPUT,
+                          f"agent '{name}' already uses {where}; nothing to move")
+    shown_url = url if url.startswith("sqlite:") else "URL"  # never echo a password
+    raise MemoryError(
+        ErrorCode.INVALID_INPUT,
+        f"agent '{name}' already has a memory in {there}, and a move never merges; nothing "
+        f"was moved. If that memory must go: `rotifer agent delete {name} --store "
+        f"{shown_url}` removes it (and nothing else), then move again")
 
 
 def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = False,
@@ -158,6 +190,15 @@ def do_import(project: Project, file: Path, *, quota: str | None = None,
             code="AGENT_NOT_FOUND")
     quota_bytes = _quota(quota)
     with project.open_store(name) as store:
+        if store.has_agent(name):
+            from rotifer.memory.transfer import describe
+
+            raise MemoryError(
+                ErrorCode.INVALID_INPUT,
+                f"agent '{name}' already has a memory in {describe(store)}, and an import "
+                f"never merges; nothing was imported. To replace it: `rotifer agent export "
+                f"{name} FILE` keeps a copy, `rotifer agent delete {name} --memory-only` "
+                "removes it (the spec stays); then import again")
         report = import_agent(store, file, quota_bytes=quota_bytes,
                               progress=progress_bar("importing", quiet=quiet))
     return [_summary("Imported", report) + f" into {report.destination}",

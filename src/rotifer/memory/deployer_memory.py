@@ -7,6 +7,7 @@ changes are audited with actor ``deployer``.
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from .audit import DEPLOYER, AuditLog
@@ -63,6 +64,18 @@ class DeployerMemory:
 
         def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
             rows = list(tx.iter_newest(self.agent_id, category=wanted))
+            return _deployer_delete(tx, record, change, rows)
+
+        return self.store.change(self.agent_id, DEPLOYER, body)
+
+    def delete_some(self, limit: int = 500) -> int:
+        """Remove up to ``limit`` entries, whatever their category or policies, in one
+        transaction (each audited like :meth:`delete_key`); how many.  Called until it
+        returns 0, it empties a memory of any size in small commits, so an interrupted
+        ``rotifer agent delete`` keeps what it removed and can simply be run again."""
+
+        def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
+            rows = list(islice(tx.iter_newest(self.agent_id), limit))
             return _deployer_delete(tx, record, change, rows)
 
         return self.store.change(self.agent_id, DEPLOYER, body)

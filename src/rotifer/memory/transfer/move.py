@@ -58,7 +58,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                           f"{describe(source)}")
     if destination.has_agent(agent_id):
         raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "
-                      "nothing was moved (remove it there first if it must go)")
+                      "nothing was moved (a move or import never merges)")
     source.purge_expired(agent_id)
     src, dst = describe(source), describe(destination)
     copied = False

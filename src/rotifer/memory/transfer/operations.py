@@ -226,7 +226,7 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
         with store.backend.long_running(), store.backend.write(agent_id) as tx:
             if tx.get_agent(agent_id) is not None:
                 raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
-                              "nothing was changed (remove it there first if it must go)")
+                              "nothing was changed (a move or import never merges)")
             tx.insert_agent(checker.empty_record())
             read = 0
             latest = 0
