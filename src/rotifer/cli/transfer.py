@@ -10,7 +10,8 @@ docs/backends.md ("Moving an agent") for the guarantees.
   it (``memoryUrl`` in ``.rotifer/agents/NAME.json``; no binding when ``URL``
   is the project's own store).  Refused while ``ROTIFER_MEMORY_URL`` is set:
   that variable overrides every binding, so the moved agent would not be found.
-* ``agent export NAME FILE [--keep-cache]`` writes a copy of the memory to FILE.
+* ``agent export NAME FILE [--keep-cache] [--force]`` writes a copy of the memory to
+  FILE, which must not exist (``--force`` replaces it).
 * ``agent import FILE [--memory-quota SIZE]`` loads FILE into the store of the
   agent it names.  The agent's spec must exist in this project (copy
   ``.rotifer/agents/NAME.json`` along with its genes) and its store must not
@@ -153,15 +154,19 @@ def _nothing_in_the_way(name: str, url: str, destination: MemoryStore, where: st
 
 
 def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = False,
-              quiet: bool = False) -> list[str]:
-    """Write a copy of ``name``'s memory to ``file``; the lines to print."""
+              quiet: bool = False, force: bool = False) -> list[str]:
+    """Write a copy of ``name``'s memory to ``file`` (an existing file only with
+    ``force``); the lines to print."""
     from rotifer.memory.transfer import export_agent
 
     Agents(project).get(name)
     file = file.absolute()  # the audit line says where the copy went
+    if not force and os.path.lexists(file):
+        raise MemoryError(ErrorCode.INVALID_INPUT, f"{file} exists; an export does not "
+                          "replace a file: give another FILE, or --force to replace it")
     with project.open_store(name, create=False) as store:
         require_memory(store, name)
-        report = export_agent(store, name, file, keep_cache=keep_cache,
+        report = export_agent(store, name, file, keep_cache=keep_cache, replace=force,
                               progress=progress_bar("exporting", quiet=quiet))
     lines = [_summary("Exported", report) + f" to {file}"]
     lines += [line for line in (_left_behind(report),) if line]
@@ -233,12 +238,14 @@ def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
 @click.argument("name")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--keep-cache", is_flag=True, help="include CACHE entries")
+@click.option("--force", is_flag=True, help="replace FILE if it exists (else refused)")
 @click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
 def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool,
-                   quiet: bool) -> None:
+                   force: bool, quiet: bool) -> None:
     """Write a copy of an agent's memory to FILE (the agent keeps it)."""
-    _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache, quiet=quiet))
+    _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache, quiet=quiet,
+                    force=force))
 
 
 @click.command("import")

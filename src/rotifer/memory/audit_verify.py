@@ -254,7 +254,7 @@ def compare(r: Replay, tx: Transaction, agent: str) -> None:
     record = tx.get_agent(agent)
     if record is None:
         if r.exists and r.state:
-            raise LogProblem(f"the log says agent {agent!r} holds {len(r.state)} entries; "
+            raise LogProblem(f"the log says agent {agent!r} holds {_n(len(r.state), 'entry', 'entries')}; "
                              "the store has no memory for it")
         return
     if r.last_seq is not None and record.next_seq != r.last_seq + 1:
@@ -305,9 +305,9 @@ def verify(tx: Transaction, path: Path, agent: str,
                 "without seq or hash chain and were taken as written)") if agent_legacy else ""
         return Report(False, f"{exc}{note}", legacy=legacy), None
     mine = sum(1 for x in source if x.line.get("agent") == agent)
-    summary = (f"agent {agent!r}: {result.changes} committed changes, {mine} lines, "
-               f"{len(result.state)} entries agree with the store; hash chain intact over "
-               f"{len(lines)} lines")
+    summary = (f"agent {agent!r}: {_n(result.changes, 'committed change')}, "
+               f"{_n(mine, 'line')}, {_n(len(result.state), 'entry', 'entries')} "
+               f"{'agrees' if len(result.state) == 1 else 'agree'} with the store; hash chain intact over {_n(len(lines), 'line')}")
     if legacy:
         summary += (f" ({legacy} older lines without seq or chain, from a rotifer before "
                     "0.x, taken as written)")
@@ -417,3 +417,8 @@ def agent_history(store: MemoryStore, agent: str, *, key: str | None = None,
                     exists=record is not None)
     found.reverse()
     return found if limit is None else found[:limit]
+
+
+def _n(count: int, singular: str, plural: str | None = None) -> str:
+    """``1 entry``, ``2 entries``: a count with its noun."""
+    return f"{count} {singular if count == 1 else plural or singular + 's'}"

@@ -67,7 +67,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     change = Change(agent_id, 0, DEPLOYER, removes_agent=True)
     try:
         with source.backend.long_running(), source.backend.write(agent_id) as tx:
-            held = open_source(tx, agent_id, progress)
+            held = open_source(tx, agent_id, progress, keep_cache)
             now = change.now_us = max(source.clock.now_us(), held.last_us + 1)
             # The move is the source's change N; the destination's import is N + 1.
             change.seq = held.next_seq
