@@ -14,13 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from .helpers import add_gene, init_project, last_line, ok, refused, wrap
-
-WRITER = '''
-def express(input, ctx):
-    for key in input.get("keys", []):
-        ctx.memory.write_memory(key, b"x", "CACHE")
-    return {"n": len(input.get("keys", []))}
-'''
+from .test_escaping_cli import EVIL_GENE  # writes input["keys"] as CACHE entries
 
 #: Keys whose listing differs from the key: controls, a bidi override, a
 #: backslash (alone, and before letters an escape would read), a surrogate's look-alike.
@@ -31,7 +25,7 @@ KEYS = ["k/esc\x1b[31mred", "k/back\\slash", "k/back\\nslash", "k/tab\there", "k
 @pytest.fixture
 def proj(tmp_path: Path) -> Path:
     root = init_project(tmp_path / "proj")
-    add_gene(root, "writer", WRITER, domain="k")
+    add_gene(root, "writer", EVIL_GENE, domain="k")
     wrap(root, "writer")
     ok(root, "agent", "create", "bot", "--genes", "writer")
     return root

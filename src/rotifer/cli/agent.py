@@ -39,28 +39,22 @@ def _gene_list(values: tuple[str, ...]) -> list[str]:
 
 
 def _data_policy(path: Path | None) -> DataPolicy | None:
+    from rotifer.genes.jsonvalue import DuplicateField, unique_fields
     from rotifer.memory import DataPolicy
     from rotifer.memory.errors import invalid
 
     if path is None:
         return None
 
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        # json.loads would keep the last of two equal fields, silently (WASM
-        # requests refuse them too).
-        doc: dict[str, Any] = {}
-        for field, value in pairs:
-            if field in doc:
-                raise invalid(f"data policy file {path} has the field {field!r} twice")
-            doc[field] = value
-        return doc
-
     def no_constant(name: str) -> Any:
         raise invalid(f"data policy file {path} is not valid JSON: {name} is not a JSON number")
 
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique,
+        # A field given twice is refused, as in WASM requests (json.loads keeps the last).
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_fields,
                          parse_constant=no_constant)
+    except DuplicateField as exc:
+        raise invalid(f"data policy file {path} has the field {exc.field!r} twice") from None
     except FileNotFoundError:
         raise invalid(f"data policy file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
