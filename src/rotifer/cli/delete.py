@@ -119,7 +119,7 @@ def carry_out(store: MemoryStore, what: Plan) -> int:
         except OSError as exc:
             from rotifer.genes.errors import RotiferError
 
-            raise RotiferError(f"agent '{what.name}''s memory was removed but its spec "
+            raise RotiferError(f"the memory of agent '{what.name}' was removed but its spec "
                                f"{what.spec} could not be ({exc.strerror or exc}); run the "
                                "command again", code="AGENT_STORAGE_ERROR") from None
     return removed

@@ -124,7 +124,8 @@ def _undo_copy(source: MemoryStore, destination: MemoryStore, agent_id: str,
         raise storage(
             f"moving {agent_id!r} failed ({cause}) and {describe(source)} cannot be checked "
             f"({exc}); the copy in {describe(destination)} is kept -- check both and remove "
-            "one of them") from cause
+            f"one of them (`rotifer agent delete {agent_id} --store URL` removes the one "
+            "at URL)") from cause
     if not still_there:
         return True
     try:
@@ -132,5 +133,6 @@ def _undo_copy(source: MemoryStore, destination: MemoryStore, agent_id: str,
     except Exception as exc:
         raise storage(
             f"moving {agent_id!r} failed ({cause}) and its copy in {describe(destination)} "
-            f"could not be removed ({exc}): the agent is now in both places") from cause
+            f"could not be removed ({exc}): the agent is now in both places (`rotifer agent "
+            f"delete {agent_id} --store URL` removes the copy at URL)") from cause
     return False
