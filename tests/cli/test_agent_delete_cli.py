@@ -140,6 +140,7 @@ def _delete_interrupted(root: Path, name: str, delay: float) -> int:
     return proc.returncode
 
 
+@pytest.mark.slow  # ~17 s: four agents of 1,400 entries
 def test_an_interrupted_delete_keeps_the_spec_until_the_end_and_can_be_rerun(
         tmp_path: Path) -> None:
     root = make_project(tmp_path / "proj")

@@ -27,6 +27,7 @@ def test_a_missing_tool_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
         require("clang", None)
 
 
+@pytest.mark.slow  # ~9 s: a pytest run of its own
 def test_a_gene_test_run_in_a_thread_skips_cleanly_without_clang(tmp_path: Path) -> None:
     """With no clang on PATH (and CI unset) the test that runs a C gene in a
     thread is skipped, not failed: the gene is built (and the skip raised) before
