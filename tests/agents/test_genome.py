@@ -117,7 +117,7 @@ def test_quota_sizes_are_refused_before_create(size: str) -> None:
 
 
 def test_spec_write_failure_drops_the_memory(project: Project, agents: Agents) -> None:
-    project.agents_dir.parent.mkdir(parents=True, exist_ok=True)
+    project.agents_dir.rmdir()  # made by init, and replaced by a file:
     project.agents_dir.write_text("not a folder")  # the spec cannot be written
     with pytest.raises(RotiferError) as info:
         agents.create("a", ["fmt"])
@@ -139,7 +139,7 @@ def test_get_missing(agents: Agents) -> None:
                                      '{"name": "b", "genes": ["fmt"]}',
                                      '{"name": "a", "genes": ["fmt"], "composition": "x"}'])
 def test_corrupt_spec(project: Project, agents: Agents, content: str) -> None:
-    project.agents_dir.mkdir()
+    project.agents_dir.mkdir(exist_ok=True)
     (project.agents_dir / "a.json").write_text(content)
     with pytest.raises(InvalidAgent, match=r"a\.json"):
         agents.get("a")

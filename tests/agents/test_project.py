@@ -91,7 +91,7 @@ def test_bad_config(project: Project, content: str) -> None:
 
 
 def test_bad_agent_spec_in_memory_url(project: Project) -> None:
-    project.agents_dir.mkdir()
+    project.agents_dir.mkdir(exist_ok=True)
     (project.agents_dir / "a.json").write_text("{")
     with pytest.raises(InvalidAgent):
         project.memory_url("a")

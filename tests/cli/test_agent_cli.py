@@ -200,6 +200,24 @@ def test_create_refuses_a_bad_data_policy(proj: Path, tmp_path: Path) -> None:
     assert_not_created(proj, "p")
 
 
+@pytest.mark.parametrize("text", [
+    '{"maxRetentionDays": 3, "anonymizationSupported": false, "maxRetentionDays": null}',
+    '{"maxRetentionDays": 3, "anonymizationSupported": true, "anonymizationSupported": false}',
+    '{"maxRetentionDays": NaN, "anonymizationSupported": false}',
+])
+def test_create_refuses_an_ambiguous_data_policy_file(proj: Path, tmp_path: Path,
+                                                      text: str) -> None:
+    """A field given twice (json.loads would keep the last, silently; WASM requests
+    refuse it the same way) or a number JSON does not have: a clear one-line refusal."""
+    path = tmp_path / "policy.json"
+    path.write_text(text)
+    line = last_line(refused(proj, "MEMORY_INVALID_INPUT", "agent", "create", "p", "--genes",
+                             "fmt", "--data-policy", str(path)))
+    assert str(path) in line, line
+    assert ("twice" in line) if "NaN" not in text else ("NaN" in line), line
+    assert_not_created(proj, "p")
+
+
 def test_create_refusals_create_nothing(proj: Path) -> None:
     refused(proj, "GENE_NOT_FOUND", "agent", "create", "a", "--genes", "fmt,nope")
     refused(proj, "GENE_NOT_FOUND", "agent", "create", "a", "--genes", "fmt", "--genes", "nope")

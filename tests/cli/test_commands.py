@@ -79,6 +79,7 @@ def test_init_makes_the_folders_and_is_idempotent(tmp_path: Path) -> None:
     out = ok(tmp_path, "init", str(root))
     assert out.strip() == f"Initialized rotifer project in {root.resolve()}"
     assert (root / ".rotifer").is_dir() and (root / "genes").is_dir()
+    assert (root / ".rotifer" / "agents").is_dir()  # where the import hint's `cp` copies to
     add_gene(root, "fmt", FORMATTER)
     wrap(root, "fmt")
     ok(root, "agent", "create", "a", "--genes", "fmt")

@@ -162,8 +162,8 @@ def test_rotifer_test_output_is_escaped(proj: Path) -> None:
     assert_no_raw(done.stdout + done.stderr)
     assert "\x07" not in done.stdout
     assert "FAIL  case \\x1b[32mPASS\\x1b[0m\\r: " in done.stdout
-    # The output is quoted as JSON (\u001b), and that JSON text is shown (\\u001b).
-    assert '"\\\\u001b]0;title\\\\u0007"' in done.stdout
+    # The output is quoted as JSON (\u001b), escaped once: not shown again (\\u001b).
+    assert '"\\u001b]0;title\\u0007"' in done.stdout
 
 
 # -- the helper -------------------------------------------------------------------------------

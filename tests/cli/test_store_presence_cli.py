@@ -98,3 +98,69 @@ def test_commands_that_create_memory_still_create_the_store(proj: Path) -> None:
     assert db_files(proj)
     ok(proj, "agent", "run", "fresh", "--input", json.dumps({"code": "x", "indent": 2}))
     assert "formatter/indent" in ok(proj, "agent", "memory", "list", "fresh")
+
+
+# -- a damaged or older schema version (PRAGMA user_version, bytes 60-63) --------
+
+
+def _set_version(root: Path, version: int, *, drop_last_us: bool = False) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(root / ".rotifer" / "playground.db")
+    with conn:
+        if drop_last_us:  # the file as a rotifer before schema version 2 wrote it
+            conn.execute("ALTER TABLE memory_agents DROP COLUMN last_us")
+        conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+
+
+def _version(root: Path) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(root / ".rotifer" / "playground.db")
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _db_bytes(root: Path) -> bytes:
+    return (root / ".rotifer" / "playground.db").read_bytes()
+
+
+@pytest.mark.parametrize("version", [-688770848, 0, 1])
+def test_a_damaged_schema_version_is_a_storage_error_from_every_command(proj: Path,
+                                                                         version: int) -> None:
+    """A negative version, or 0/1 on a file that already has version 2's tables, is
+    MEMORY_STORAGE_ERROR naming the file -- from every command, the ones that
+    create memory included -- and nothing is migrated."""
+    _set_version(proj, version)
+    before = _db_bytes(proj)
+    lines: dict[str, str] = {}
+    every = {**commands(proj), "create": ("agent", "create", "new", "--genes", "fmt"),
+             "init": ("init", ".")}
+    for name, args in every.items():
+        lines[name] = last_line(refused(proj, "MEMORY_STORAGE_ERROR", *args))
+        assert _db_bytes(proj) == before, name
+    for name, line in lines.items():
+        assert str(proj / ".rotifer" / "playground.db") in line, (name, line)
+        assert "duplicate column" not in line and "KeyError" not in line, line
+        assert "damaged" in line, line
+    assert _version(proj) == version
+
+
+def test_an_older_schema_is_upgraded_by_init_never_by_a_command_that_uses_memory(
+        proj: Path) -> None:
+    _set_version(proj, 1, drop_last_us=True)
+    before = _db_bytes(proj)
+    for name, args in commands(proj).items():
+        line = last_line(refused(proj, "MEMORY_STORAGE_ERROR", *args))
+        assert "schema version 1" in line and "rotifer init" in line, (name, line)
+        assert _db_bytes(proj) == before, name  # never migrated
+    assert _version(proj) == 1
+    out = ok(proj, "init", ".")
+    assert "upgraded" in out.lower() and "playground.db" in out, out
+    assert _version(proj) == 2
+    assert "formatter/indent" in ok(proj, "agent", "memory", "list", "bot")
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"code": "x", "indent": 2}))
+    ok(proj, "agent", "audit", "verify", "bot")

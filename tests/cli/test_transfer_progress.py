@@ -56,7 +56,11 @@ def test_export_and_import_draw_a_bar_on_a_terminal(proj: Path, tmp_path: Path) 
     assert status == 0, terminal
     assert "Exported agent 'bot'" in out
     assert "exporting [" in terminal and "100%" in terminal
-    assert "4/4 entries" in terminal  # every source entry looked at (the CACHE one too)
+    assert "3/3 entries" in terminal  # what it exports: not the CACHE entry left behind
+    assert "4/4 entries" not in terminal and "/4 entries" not in terminal
+    status, out, terminal = on_terminal(proj, "agent", "export", "bot",
+                                        str(tmp_path / "all.json"), "--keep-cache")
+    assert status == 0 and "4/4 entries" in terminal, terminal
 
     other = make_project(tmp_path / "other")
     copy_spec(proj, other)
@@ -82,6 +86,7 @@ def test_move_draws_a_bar(proj: Path, tmp_path: Path) -> None:
     assert status == 0, terminal
     assert "Moved agent 'bot'" in out
     assert "moving [" in terminal and "100%" in terminal
+    assert "3/3 entries" in terminal, terminal  # the CACHE entry stays behind
 
 
 def test_audit_verify_and_show_draw_a_bar_on_a_terminal_only(proj: Path) -> None:

@@ -385,8 +385,9 @@ class Model:
         if category is not None:
             self.check_category(category)
         prefix = flt.get("keyPrefix")
-        if prefix is not None and not isinstance(prefix, str):
-            raise ModelError("MEMORY_INVALID_INPUT")
+        if prefix is not None and (not isinstance(prefix, str) or "\x00" in prefix
+                                   or any(0xD800 <= ord(c) <= 0xDFFF for c in prefix)):
+            raise ModelError("MEMORY_INVALID_INPUT")  # a key's text rules: no NUL, no surrogate
         limit = flt.get("limit", 100)
         if not (_is_int(limit) and 1 <= limit <= 1000):
             raise ModelError("MEMORY_INVALID_INPUT")

@@ -94,7 +94,7 @@ FILL_VALUE = st.builds(lambda size, fill: bytes([fill]) * size,
 
 #: Keys that are prefixes of each other, with LIKE wildcards and multi-byte UTF-8.
 KEYS = ("a", "a/b", "a/b/c", "a/c", "a_b", "a%", "ab", "b", "formatter/indent", "é", "é/x")
-PREFIXES = ("", "a", "a/", "a/b", "a_", "a%", "b", "é", "formatter/", "z")
+PREFIXES = ("", "a", "a/", "a/b", "a_", "a%", "b", "é", "formatter/", "z", "a\x00", "\udc80")
 CATEGORIES = tuple(c.value for c in Category)
 
 # Scopes weighted towards the ones that let writes through.

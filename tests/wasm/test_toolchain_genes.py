@@ -154,9 +154,11 @@ def test_a_command_gene_flooding_stdout_fails_with_a_clear_message(built: BuiltG
 def test_a_command_gene_that_sleeps_does_not_hold_the_host(built: BuiltGenes) -> None:
     """WASI sleep (poll_oneoff) is refused: wasmtime's would block this thread
     past any deadline.  The gene goes on at once (its sleep() returns early)."""
+    code = built.code("c_sleeps")  # built (or skipped) here: a skip in the thread would fail
     result: list[Any] = []
     worker = threading.Thread(target=lambda: result.append(
-        run(built, "c_sleeps", {}, DeniedMemory(), deadline_s=2.0)), daemon=True)
+        run_wasm_code(code, "gene.wasm", {}, DeniedMemory(), name="c_sleeps",
+                      deadline_s=2.0)), daemon=True)
     worker.start()
     worker.join(timeout=120)
     assert not worker.is_alive(), "the gene's sleep held the host thread"

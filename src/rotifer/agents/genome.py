@@ -248,8 +248,9 @@ class Agents:
         try:
             if store.has_agent(name):
                 raise AgentExists(
-                    f"the memory store already holds a memory for an agent '{name}' "
-                    "(left from an earlier agent of that name?); pick another name"
+                    f"the memory store already holds a memory for an agent '{name}' that "
+                    f"has no spec (left from an earlier agent of that name?): `rotifer agent "
+                    f"delete {name}` removes it, or pick another name"
                 )
             try:
                 store.create_agent(name, quota_bytes, data_policy or DataPolicy())

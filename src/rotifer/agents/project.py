@@ -54,10 +54,12 @@ class Project:
 
     @classmethod
     def init(cls, root: Path) -> Project:
-        """Make ``root/.rotifer/`` and ``root/genes/`` (fine if they exist)."""
+        """Make ``root/.rotifer/``, ``root/.rotifer/agents/`` and ``root/genes/``
+        (fine if they exist)."""
         project = cls(root)
         try:
             project.dot.mkdir(parents=True, exist_ok=True)
+            project.agents_dir.mkdir(exist_ok=True)
             project.genes_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RotiferError(f"cannot create the project in {project.root}: "
@@ -153,6 +155,31 @@ class Project:
         from rotifer.memory import MemoryStore
 
         return MemoryStore.open(self.dot, self.memory_url(agent), clock, create=create)
+
+    def upgrade_memory(self) -> list[Path]:
+        """Bring the SQLite memory files the project and its agents use up to this
+        rotifer's schema (``rotifer init`` in an existing project); the files it
+        upgraded.  Commands that only use memory refuse an older file rather than
+        change it; a file that does not exist is not created; PostgreSQL upgrades
+        itself whenever it is opened."""
+        from rotifer.memory import MemoryStore
+
+        urls = {self.memory_url(None)}
+        for spec in sorted(self.agents_dir.glob("*.json")):
+            try:
+                urls.add(self.memory_url(spec.stem))
+            except RotiferError:
+                continue  # a malformed spec: `rotifer agent list` reports it
+        upgraded = []
+        for url in sorted(urls, key=str):
+            if url is not None and not url.startswith("sqlite:"):
+                continue
+            path = Path(url[len("sqlite:"):]) if url else self.dot / "playground.db"
+            if path.is_file():
+                with MemoryStore.open(self.dot, url) as store:
+                    if getattr(store.backend, "upgraded_from", None) is not None:
+                        upgraded.append(path)
+        return upgraded
 
 
 def require_memory(store: MemoryStore, agent: str) -> None:

@@ -1,10 +1,12 @@
 """The ``rotifer`` command (click).
 
+- :mod:`rotifer.cli.entry`    -- the console script (Ctrl-C during start-up)
 - :mod:`rotifer.cli.main`     -- the group, error reporting, ``init``, ``wrap``,
   ``compile``, ``run``, ``test``
 - :mod:`rotifer.cli.agent`    -- ``agent create | list | run | update-genes`` and
   ``agent memory list | delete``
 - :mod:`rotifer.cli.transfer` -- ``agent move | export | import``
+- :mod:`rotifer.cli.delete`   -- ``agent delete``
 - :mod:`rotifer.cli.common`   -- what the commands share (finding the project,
   reading ``--input``, printing tables and hints)
 

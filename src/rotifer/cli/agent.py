@@ -47,13 +47,22 @@ def _gene_list(values: tuple[str, ...]) -> list[str]:
 
 
 def _data_policy(path: Path | None) -> DataPolicy | None:
+    from rotifer.genes.jsonvalue import DuplicateField, unique_fields
     from rotifer.memory import DataPolicy
     from rotifer.memory.errors import invalid
 
     if path is None:
         return None
+
+    def no_constant(name: str) -> Any:
+        raise invalid(f"data policy file {path} is not valid JSON: {name} is not a JSON number")
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        # A field given twice is refused, as in WASM requests (json.loads keeps the last).
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_fields,
+                         parse_constant=no_constant)
+    except DuplicateField as exc:
+        raise invalid(f"data policy file {path} has the field {exc.field!r} twice") from None
     except FileNotFoundError:
         raise invalid(f"data policy file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -293,7 +302,8 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
     rows = [[e.key, e.category.value, str(e.size), _creator(e, names), e.to_json()["updatedAt"]]
             for e in entries]
     if rows:
-        for line in common.table(["KEY", "CATEGORY", "SIZE", "CREATED BY", "UPDATED"], rows):
+        for line in common.table(["KEY", "CATEGORY", "SIZE", "CREATED BY", "UPDATED"], rows,
+                                 {0: common.KEY_WIDTH}):
             click.echo(line)
     else:
         click.echo("No entries" + (f" in {category.upper()}" if category else ""))
@@ -307,11 +317,15 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
             ["--category", category] if category else []), "--limit", str(limit),
             "--after", next_after]
         click.echo("More: " + common.shown(shlex.join(more)))
+    if common.any_cut(e.key for e in entries):
+        click.echo(common.CUT_NOTE)
 
 
 @memory_group.command("delete")
 @click.argument("name")
-@click.option("--key", default=None, metavar="K", help="remove the entry with this key")
+@click.option("--key", default=None, metavar="K",
+              help="remove the entry with this key, as `agent memory list` shows it "
+                   "(\\\\ is a backslash, \\x1b an escape character)")
 @click.option("--category", default=None, metavar="C", help="remove every entry of this category")
 @click.pass_context
 def memory_delete_command(ctx: click.Context, name: str, key: str | None,
@@ -333,17 +347,19 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
     with project.open_store(name, create=False) as store:
         require_memory(store, name)
         deployer = store.deployer(name)
-        removed = deployer.delete_key(key) if key is not None else \
+        removed = deployer.delete_key(common.unshown(key)) if key is not None else \
             deployer.delete_category(category or "")
     click.echo(f"Removed {common.plural(removed, 'entry', 'entries')}")
 
 
 def _register_transfer() -> None:
     from .audit import audit_group
+    from .delete import delete_command
     from .transfer import register
 
     register(agent_group)
     agent_group.add_command(audit_group)
+    agent_group.add_command(delete_command)
 
 
 _register_transfer()

@@ -118,17 +118,18 @@ def verify_command(ctx: click.Context, name: str, quiet: bool) -> None:
     finally:
         done()
     if not report.ok:
-        raise RotiferError(common.shown(report.message), code="AUDIT_MISMATCH")
+        raise RotiferError(report.message, code="AUDIT_MISMATCH")  # escaped as it is printed
     message = report.message
     if report.repaired:
         message += (f"; {common.plural(report.repaired, 'change')} logged but never committed "
                     "now marked rolled_back")
-    click.echo("OK " + common.shown(message))
+    click.echo("OK " + common.said(message))
 
 
 @audit_group.command("show")
 @click.argument("name")
-@click.option("--key", default=None, metavar="K", help="only lines about this key")
+@click.option("--key", default=None, metavar="K",
+              help="only lines about this key, as the tables show it (\\\\ is a backslash)")
 @click.option("--actor", default=None, metavar="ID",
               help="only lines of this actor (a gene's v2 id, deployer, retention)")
 @click.option("--since", default=None, metavar="T",
@@ -158,6 +159,7 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
         except ValueError:
             raise invalid(f"--since must be an RFC 3339 time such as "
                           f"2026-01-01T00:00:00Z, not {since!r}") from None
+    key = None if key is None else common.unshown(key)
     progress, done = log_progress("reading", quiet)
     try:
         with _open(ctx, name) as store:
@@ -174,8 +176,15 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
     if not first:
         click.echo("No audit lines" + (" match" if key or actor or since else ""))
         return
-    for text in _table(first, rows):
+    cut: list[bool] = []
+    for text in _table(first, rows, cut):
         click.echo(text)
+    if cut:
+        click.echo(common.CUT_NOTE)
+
+
+#: The KEY column of :data:`HEADERS`.
+KEY = 3
 
 
 def _row(line: dict[str, object]) -> list[str]:
@@ -185,12 +194,23 @@ def _row(line: dict[str, object]) -> list[str]:
             str(line.get("actor") or "")]
 
 
-def _table(first: Sequence[list[str]], rest: Iterable[list[str]]) -> Iterable[str]:
-    """:func:`common.table` of the first rows, and the rest in the same columns."""
-    head = common.table(HEADERS, first)
-    yield from head
-    shown = [[common.shown(cell) for cell in row] for row in first]
+def _table(first: Sequence[list[str]], rest: Iterable[list[str]],
+           cut: list[bool]) -> Iterable[str]:
+    """:func:`common.table` of the first rows, and the rest in the same columns;
+    keys are cut at :data:`common.KEY_WIDTH` (``cut`` gets an item if one was)."""
+    yield from common.table(HEADERS, first, {KEY: common.KEY_WIDTH})
+    if common.any_cut(row[KEY] for row in first):
+        cut.append(True)
+    shown = [_shown(row) for row in first]
     sizes = [max([len(h), *(len(r[i]) for r in shown)]) for i, h in enumerate(HEADERS)]
     for row in rest:
-        cells = [common.shown(cell) for cell in row]
+        cells = _shown(row)
+        if not cut and common.any_cut([row[KEY]]):
+            cut.append(True)
         yield "  ".join(c.ljust(w) for c, w in zip(cells, sizes, strict=True)).rstrip()
+
+
+def _shown(row: list[str]) -> list[str]:
+    cells = [common.shown(cell) for cell in row]
+    cells[KEY] = common.cut(cells[KEY])
+    return cells

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +110,59 @@ def shown(text: str) -> str:
     return "".join(c if c.isprintable() and c != "\\" else _escape(c) for c in text)
 
 
+def said(text: str) -> str:
+    """A message as the CLI prints it (an error line, a hint, a check's verdict):
+    like :func:`shown`, every character that is not printable is written as an
+    escape, but a backslash is left as it is.  A message already quotes what it
+    names escaped (``'esc\\x1b[31m'`` from ``repr``, ``\\ud800`` from
+    :func:`rotifer.genes.jsonvalue.escaped`, JSON text): doubling its
+    backslashes would escape it twice.  Nothing raw reaches the terminal either
+    way; a message is read, not pasted back, so it need not be reversible."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+#: The escapes :func:`shown` writes, which :func:`unshown` reads back.
+_UNSHORT = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+_HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
+
+
+def unshown(text: str, option: str = "--key") -> str:
+    """The text :func:`shown` printed, read back: what ``--key`` takes, so that a
+    key copied from ``agent memory list`` (or ``agent audit show``) names the
+    entry.  ``\\\\`` is a backslash, ``\\n``, ``\\r``, ``\\t``,
+    ``\\xHH``, ``\\uHHHH`` and ``\\UHHHHHHHH`` the characters they spell;
+    any other backslash is a usage error (a key with a backslash in it is
+    always given with the backslash doubled, as the listing shows it)."""
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\":
+            out.append(char)
+            i += 1
+            continue
+        kind = text[i + 1:i + 2]
+        digits = _HEX_DIGITS.get(kind, 0)
+        code = text[i + 2:i + 2 + digits]
+        if kind in _UNSHORT:
+            out.append(_UNSHORT[kind])
+        elif digits and len(code) == digits and all(c in "0123456789abcdefABCDEF" for c in code) \
+                and int(code, 16) <= 0x10FFFF:
+            out.append(chr(int(code, 16)))
+        else:
+            bad = said(text[i:i + 2 + digits])
+            raise click.BadParameter(
+                f"'{bad}' is not an escape this option reads: it takes the key as `agent "
+                "memory list` shows it, where \\\\ is a backslash and \\n, \\t, \\xHH, "
+                "\\uHHHH and \\UHHHHHHHH spell other characters", param_hint=option)
+        i += 2 + digits
+    return "".join(out)
+
+
 def _json_escape(char: str) -> str:
     cp = ord(char)
     if cp < 0x10000:
@@ -153,7 +206,7 @@ def one_line(message: str) -> str:
 def error_line(error: BaseException) -> str:
     """How an error reaches the user: ``CODE: message`` on one line, shown escaped
     (the message may quote a gene: its rejection, its exception, its output)."""
-    return shown(one_line(str(error)))
+    return said(one_line(str(error)))
 
 
 def print_json(value: Any) -> None:
@@ -162,7 +215,7 @@ def print_json(value: Any) -> None:
 
 
 def hint(text: str) -> None:
-    click.echo(f"hint: {shown(text)}", err=True)
+    click.echo(f"hint: {said(text)}", err=True)
 
 
 def log_sink(gene: str, line: str) -> None:
@@ -171,10 +224,30 @@ def log_sink(gene: str, line: str) -> None:
     click.echo(f"[{shown(gene)}] {shown(line)}", err=True)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+#: How wide a key may be in a table (shown escaped) before it is cut, and the
+#: mark that ends a cut one: a 1,024-byte key would widen every row.
+KEY_WIDTH = 60
+CUT = "…"
+CUT_NOTE = (f"({CUT} ends a key cut at {KEY_WIDTH} characters; --json shows every key whole)")
+
+
+def cut(text: str, width: int = KEY_WIDTH) -> str:
+    """``text`` (already shown) at most ``width`` characters, the last one :data:`CUT`."""
+    return text if len(text) <= width else text[:width - 1] + CUT
+
+
+def any_cut(texts: Iterable[str], width: int = KEY_WIDTH) -> bool:
+    return any(len(shown(text)) > width for text in texts)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
+          cut_at: Mapping[int, int] | None = None) -> list[str]:
     """Left-aligned columns separated by two spaces (plain text a script can split);
-    every cell goes through :func:`shown`."""
-    rows = [[shown(cell) for cell in row] for row in rows]
+    every cell goes through :func:`shown`, and the cells of column ``i`` are
+    :func:`cut` at ``cut_at[i]`` characters."""
+    limits = cut_at or {}
+    rows = [[cut(shown(cell), limits[i]) if i in limits else shown(cell)
+             for i, cell in enumerate(row)] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]

@@ -52,7 +52,10 @@ def cli(ctx: click.Context, project: Path | None) -> None:
 @click.argument("directory", required=False, default=".",
                 type=click.Path(file_okay=False, path_type=Path))
 def init_command(directory: Path) -> None:
-    """Make DIR/.rotifer/ and DIR/genes/ (DIR defaults to the current folder).
+    """Make DIR/.rotifer/ (with agents/) and DIR/genes/ (DIR defaults to the current folder).
+
+    In an existing project it also upgrades the memory files written by an
+    older rotifer (commands that only use memory refuse them unchanged).
 
     Example:
 
@@ -62,6 +65,8 @@ def init_command(directory: Path) -> None:
     from rotifer.agents.project import Project
 
     project = Project.init(directory)
+    for path in project.upgrade_memory():
+        click.echo(f"Upgraded the memory database {path} to this rotifer's schema")
     click.echo(f"Initialized rotifer project in {project.root}")
 
 
@@ -151,7 +156,7 @@ def test_command(ctx: click.Context, gene: str) -> None:
         common.hint(h)
     for case in report.cases:
         name = common.shown(case.name)
-        click.echo(f"PASS  {name}" if case.passed else f"FAIL  {name}: {common.shown(case.detail)}")
+        click.echo(f"PASS  {name}" if case.passed else f"FAIL  {name}: {common.said(case.detail)}")
     failed = sum(not c.passed for c in report.cases)
     click.echo(f"{len(report.cases) - failed} passed, {failed} failed")
     if failed:
@@ -172,7 +177,7 @@ _register_subcommands()
 
 
 def _report(code: str, message: str, status: int) -> int:
-    click.echo(f"{code}: {common.shown(one_line(message))}", err=True)
+    click.echo(f"{code}: {common.said(one_line(message))}", err=True)
     return status
 
 
@@ -245,17 +250,15 @@ def _run(argv: list[str] | None) -> int:
     from rotifer.memory.errors import AgentMemoryError
 
     try:
-        # Without standalone mode click returns the status of a command that
-        # exits early (``raise click.exceptions.Exit(1)``) instead of raising it.
-        status = cli.main(args=argv, prog_name="rotifer", standalone_mode=False)
+        # The context made and invoked here rather than by ``cli.main``: that
+        # turns a KeyboardInterrupt into Abort after printing a blank line.
+        with cli.make_context("rotifer", list(sys.argv[1:] if argv is None else argv)) as ctx:
+            status = cli.invoke(ctx)
         if isinstance(status, int) and not isinstance(status, bool):
             return status
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.Abort as exc:
-        # click turns a KeyboardInterrupt (Ctrl-C, or our Terminated) into Abort.
-        if isinstance(exc.__cause__, Terminated):
-            return _stopped(exc.__cause__)
+    except click.Abort:  # a prompt that got Ctrl-C or the end of its input
         return _report("INTERRUPTED", "aborted", 130)
     except click.UsageError as exc:
         where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
@@ -268,7 +271,10 @@ def _run(argv: list[str] | None) -> int:
     except Terminated as exc:
         return _stopped(exc)
     except KeyboardInterrupt:
-        return _report("INTERRUPTED", "interrupted", 130)
+        from .entry import interrupted_line
+
+        click.echo(interrupted_line().decode(), err=True, nl=False)
+        return 130
     except BrokenPipeError:
         # Output piped into e.g. `head`, which exited: nothing more to say.
         _silence_stdout()

@@ -10,7 +10,8 @@ docs/backends.md ("Moving an agent") for the guarantees.
   it (``memoryUrl`` in ``.rotifer/agents/NAME.json``; no binding when ``URL``
   is the project's own store).  Refused while ``ROTIFER_MEMORY_URL`` is set:
   that variable overrides every binding, so the moved agent would not be found.
-* ``agent export NAME FILE [--keep-cache]`` writes a copy of the memory to FILE.
+* ``agent export NAME FILE [--keep-cache] [--force]`` writes a copy of the memory to
+  FILE, which must not exist (``--force`` replaces it).
 * ``agent import FILE [--memory-quota SIZE]`` loads FILE into the store of the
   agent it names.  The agent's spec must exist in this project (copy
   ``.rotifer/agents/NAME.json`` along with its genes) and its store must not
@@ -103,7 +104,9 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
             where = url  # an earlier move was cut off before the binding: record it
         else:
             require_memory(source, name)  # before the destination is made
+            _not_where_it_is(project, name, url, describe(source))
             with MemoryStore.open(project.dot, url) as destination:
+                _nothing_in_the_way(name, url, destination, describe(source))
                 report = move_agent(source, destination, name, keep_cache=keep_cache,
                                     quota_bytes=quota_bytes,
                                     progress=progress_bar("moving", quiet=quiet))
@@ -136,20 +139,54 @@ def _moved_already(project: Project, url: str, name: str) -> bool:
     try:
         with MemoryStore.open(project.dot, url, create=False) as destination:
             return destination.has_agent(name)
-    except MemoryError:
+    except AgentMemoryError:
         return False
 
 
+def _not_where_it_is(project: Project, name: str, url: str, where: str) -> None:
+    """A move to the store the agent already uses is refused before that store is
+    opened a second time: there is nothing to move (and no advice to delete the
+    memory "there", which would be its only copy)."""
+    current = project.memory_url(name)
+    here = normalize_url(current, project.root) if current else _project_default(project)
+    if url == here:
+        raise AgentMemoryError(ErrorCode.INVALID_INPUT,
+                          f"agent '{name}' already uses {where}; nothing to move")
+
+
+def _nothing_in_the_way(name: str, url: str, destination: MemoryStore, where: str) -> None:
+    """The destination must not hold a memory for the agent (a move never merges);
+    the refusal says which command removes that one, if it must go."""
+    from rotifer.memory.transfer import describe
+
+    if not destination.has_agent(name):
+        return
+    there = describe(destination)
+    if there == where:  # the same store under another spelling of its URL
+        raise AgentMemoryError(ErrorCode.INVALID_INPUT,
+                          f"agent '{name}' already uses {where}; nothing to move")
+    shown_url = url if url.startswith("sqlite:") else "URL"  # never echo a password
+    raise AgentMemoryError(
+        ErrorCode.INVALID_INPUT,
+        f"agent '{name}' already has a memory in {there}, and a move never merges; nothing "
+        f"was moved. If that memory must go: `rotifer agent delete {name} --store "
+        f"{shown_url}` removes it (and nothing else), then move again")
+
+
 def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = False,
-              quiet: bool = False) -> list[str]:
-    """Write a copy of ``name``'s memory to ``file``; the lines to print."""
+              quiet: bool = False, force: bool = False) -> list[str]:
+    """Write a copy of ``name``'s memory to ``file`` (an existing file only with
+    ``force``); the lines to print."""
     from rotifer.memory.transfer import export_agent
 
     Agents(project).get(name)
     file = file.absolute()  # the audit line says where the copy went
+    if not force and os.path.lexists(file):
+        raise AgentMemoryError(ErrorCode.INVALID_INPUT, f"{file} exists; an export does not "
+                          "replace a file: give another FILE, or --force to replace it")
     with project.open_store(name, create=False) as store:
         require_memory(store, name)
-        report = export_agent(store, name, file, keep_cache=keep_cache,
+        report = export_agent(store, name, file, keep_cache=keep_cache, replace=force,
                               progress=progress_bar("exporting", quiet=quiet))
     lines = [_summary("Exported", report) + f" to {file}"]
     lines += [line for line in (_left_behind(report),) if line]
@@ -178,6 +215,15 @@ def do_import(project: Project, file: Path, *, quota: str | None = None,
             code="AGENT_NOT_FOUND")
     quota_bytes = _quota(quota)
     with project.open_store(name) as store:
+        if store.has_agent(name):
+            from rotifer.memory.transfer import describe
+
+            raise AgentMemoryError(
+                ErrorCode.INVALID_INPUT,
+                f"agent '{name}' already has a memory in {describe(store)}, and an import "
+                f"never merges; nothing was imported. To replace it: `rotifer agent export "
+                f"{name} FILE` keeps a copy, `rotifer agent delete {name} --memory-only` "
+                "removes it (the spec stays); then import again")
         report = import_agent(store, file, quota_bytes=quota_bytes,
                               progress=progress_bar("importing", quiet=quiet))
     return [_summary("Imported", report) + f" into {report.destination}",
@@ -219,10 +265,11 @@ def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
 @click.argument("name")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--keep-cache", is_flag=True, help="include CACHE entries")
+@click.option("--force", is_flag=True, help="replace FILE if it exists (else refused)")
 @click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
 def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool,
-                   quiet: bool) -> None:
+                   force: bool, quiet: bool) -> None:
     """Write a copy of an agent's memory to FILE (the agent keeps it).
 
     Example:
@@ -230,7 +277,8 @@ def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool,
     \b
         rotifer agent export helper helper-memory.json
     """
-    _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache, quiet=quiet))
+    _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache, quiet=quiet,
+                    force=force))
 
 
 @click.command("import")

@@ -26,6 +26,24 @@ def reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class DuplicateField(ValueError):
+    """An object gave one field twice (``json.loads`` would keep the last, silently)."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(f"the field {field!r} appears twice")
+        self.field = field
+
+
+def unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An ``object_pairs_hook`` that refuses a field given twice (DuplicateField)."""
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise DuplicateField(key)
+        result[key] = value
+    return result
+
+
 def finite_float(text: str) -> float:
     """``parse_float`` for :func:`json.loads`: a number too large for a float is an error,
     not Infinity."""

@@ -170,12 +170,17 @@ class Replay:
         return self._settled([])
 
 
+def counted(count: int, singular: str, plural: str | None = None) -> str:
+    """``1 entry``, ``2 entries``: a count with its noun."""
+    return f"{count} {singular if count == 1 else plural or singular + 's'}"
+
+
 def compare(r: Replay, tx: Transaction, agent: str) -> None:
     """Raise :class:`LogProblem` at the first difference between replay and store."""
     record = tx.get_agent(agent)
     if record is None:
         if r.exists and r.state:
-            raise LogProblem(f"the log says agent {agent!r} holds {len(r.state)} entries; "
+            raise LogProblem(f"the log says agent {agent!r} holds {counted(len(r.state), 'entry', 'entries')}; "
                              "the store has no memory for it")
         return
     if r.last_seq is not None and record.next_seq != r.last_seq + 1:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from .audit import rolled_back_line
 from .audit_lineage import history_lines, lineage, note_import
 from .audit_read import Logged, LogProblem, Scan, read_chained, scan
-from .audit_replay import Replay, compare
+from .audit_replay import Replay, compare, counted
 from .backend import AgentRecord, Transaction
 from .clock import format_time
 
@@ -161,9 +161,11 @@ def verify(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
                        "rotifer without seq or hash chain and were taken as written)"
                        ) if found.legacy else ""
         return Report(False, f"{exc}{legacy_note}", legacy=stats.legacy), None
-    summary = (f"agent {agent!r}: {result.changes} committed changes, {result.lines} lines, "
-               f"{len(result.state)} entries agree with the store; hash chain intact over "
-               f"{stats.lines} lines{note}")
+    entries = len(result.state)
+    summary = (f"agent {agent!r}: {counted(result.changes, 'committed change')}, "
+               f"{counted(result.lines, 'line')}, {counted(entries, 'entry', 'entries')} "
+               f"{'agrees' if entries == 1 else 'agree'} with the store; hash chain intact "
+               f"over {counted(stats.lines, 'line')}{note}")
     if stats.legacy:
         summary += (f" ({stats.legacy} older lines without seq or chain, from a rotifer before "
                     "0.x, taken as written)")

@@ -91,6 +91,18 @@ class DeployerMemory:
 
         return self.store.change(self.agent_id, DEPLOYER, body)
 
+    def delete_some(self, limit: int = 500) -> int:
+        """Remove up to ``limit`` entries, whatever their category or policies, in one
+        transaction (each audited like :meth:`delete_key`); how many.  Called until it
+        returns 0, it empties a memory of any size in small commits, so an interrupted
+        ``rotifer agent delete`` keeps what it removed and can simply be run again."""
+
+        def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
+            rows = list(islice(tx.iter_newest(self.agent_id), limit))
+            return _deployer_delete(tx, record, change, rows)
+
+        return self.store.change(self.agent_id, DEPLOYER, body)
+
 
 def _deployer_delete(tx: Transaction, record: AgentRecord, change: Change,
                      rows: list[Row]) -> int:

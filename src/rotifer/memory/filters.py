@@ -45,8 +45,8 @@ class MemoryFilter:
             raise invalid("a filter must be an object")
         category = data.get("category")
         prefix = data.get("keyPrefix")
-        if prefix is not None and not isinstance(prefix, str):
-            raise invalid("keyPrefix must be a string")
+        if prefix is not None:
+            _check_prefix(prefix)
         limit = data.get("limit")
         if limit is None:
             limit = DEFAULT_QUERY_LIMIT
@@ -59,6 +59,19 @@ class MemoryFilter:
             _parse_bound(data.get("until"), "until"),
             limit,
         )
+
+
+def _check_prefix(prefix: object) -> None:
+    """A prefix is held to the rules of a key's text (it is compared with keys in
+    the backend's text type): no NUL, no lone surrogate (no UTF-8 encoder takes one)."""
+    if not isinstance(prefix, str):
+        raise invalid("keyPrefix must be a string")
+    if "\x00" in prefix:
+        raise invalid("keyPrefix must not contain a NUL character")
+    try:
+        prefix.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid("keyPrefix must be valid Unicode (no lone surrogates)") from None
 
 
 def _parse_bound(value: object, name: str) -> int | None:

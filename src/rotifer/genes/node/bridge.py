@@ -14,6 +14,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import selectors
@@ -124,15 +125,36 @@ def _entry(entry: MemoryEntry | None) -> dict[str, Any] | None:
 
 
 def _value(doc: Any) -> Any:
-    """``{"$bytes": b64}`` -> bytes; anything else is passed on so the store
-    refuses it as "not bytes" (MEMORY_INVALID_INPUT)."""
+    """``{"$bytes": b64}`` -> bytes; ``{"$notBytes": "a string"}`` (what the
+    runner found instead of a Uint8Array) is MEMORY_INVALID_INPUT saying so;
+    anything else is passed on so the store refuses it as "not bytes"."""
     if isinstance(doc, dict) and isinstance(doc.get("$bytes"), str):
         return base64.b64decode(doc["$bytes"])
+    if isinstance(doc, dict) and isinstance(doc.get("$notBytes"), str):
+        raise invalid(f"value must be bytes (a Uint8Array), not {doc['$notBytes'][:40]}")
+    return doc
+
+
+#: How the runner sends the numbers JSON has no spelling for.
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _numbers(doc: Any) -> Any:
+    """``{"$number": "NaN"}`` (and the infinities) back to the float the gene
+    passed, anywhere in a call, so that the store refuses it where JSON would
+    have made it ``null`` (a default, or "no limit")."""
+    if isinstance(doc, dict):
+        if len(doc) == 1 and doc.get("$number") in _NON_FINITE:
+            return _NON_FINITE[doc["$number"]]
+        return {k: _numbers(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_numbers(v) for v in doc]
     return doc
 
 
 def serve(memory: GeneMemoryAccess, call: dict[str, Any]) -> Any:
     """Carry out one memory call of the gene; its JSON result."""
+    call = _numbers(call)
     op = call.get("op")
     if op == "readMemory":
         return _entry(memory.read_memory(call.get("key"), call.get("category")))  # type: ignore[arg-type]

@@ -65,11 +65,30 @@ function toEntry(doc) {
 
 function bytesArg(value) {
   if (value instanceof Uint8Array) return { $bytes: Buffer.from(value).toString("base64") };
-  return { $notBytes: Object.prototype.toString.call(value) };
+  return { $notBytes: kindOf(value) };
+}
+
+// What a value that is not bytes is, for the refusal: "a string", "an Array", "null".
+function kindOf(value) {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return "an Array";
+  if (typeof value === "object") {
+    const name = value.constructor && value.constructor.name;
+    return name ? `a ${name}` : "an object";
+  }
+  return /^[aeiou]/.test(typeof value) ? `an ${typeof value}` : `a ${typeof value}`;
+}
+
+// NaN and the infinities, which JSON.stringify turns into null (so that
+// {limit: NaN} became the default limit), cross as {"$number": "NaN"}: the
+// host puts the number back and the store's checks refuse it.
+function keepNonFinite(key, value) {
+  return typeof value === "number" && !Number.isFinite(value) ? { $number: String(value) } : value;
 }
 
 function call(op, fields) {
-  send({ type: "call", op, ...fields });
+  writeAll(Buffer.from(JSON.stringify({ type: "call", op, ...fields }, keepNonFinite) + "\n",
+                       "utf8"));
   const reply = JSON.parse(readLine());
   if (reply.error) throw new MemoryError(reply.error.code, reply.error.message);
   return reply.ok;

@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final, cast
 
+from rotifer.genes.jsonvalue import DuplicateField, unique_fields
 from rotifer.memory import UNSET, AgentMemoryError, ErrorCode, GeneMemoryAccess, MemoryEntry
 
 READ: Final = "readMemory"
@@ -40,15 +41,6 @@ def _no_constants(name: str) -> Any:
     raise invalid(f"the request is not JSON: {name} is not a JSON value")
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise invalid(f"the request has the field {key!r} twice")
-        result[key] = value
-    return result
-
-
 def _check_unicode(value: Any) -> None:
     """JSON escapes can spell lone surrogates, which no store can encode."""
     stack = [value]
@@ -68,7 +60,7 @@ def _check_unicode(value: Any) -> None:
 
 #: Built once: ``json.loads`` with options builds a new decoder on every call.
 _DECODER: Final = json.JSONDecoder(parse_constant=_no_constants,
-                                   object_pairs_hook=_no_duplicates)
+                                   object_pairs_hook=unique_fields)
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -106,6 +98,8 @@ def decode(raw: bytes) -> Any:
         raise
     except RecursionError:
         raise invalid("the request is nested too deeply") from None
+    except DuplicateField as exc:
+        raise invalid(f"the request has the field {exc.field!r} twice") from None
     except ValueError as exc:
         raise invalid(f"the request is not JSON: {exc}") from None
     # Valid UTF-8 holds no surrogates, so only a \u escape can spell a lone one.

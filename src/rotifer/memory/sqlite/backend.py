@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from ..backend import Backend
 from ..errors import AgentMemoryError, storage
-from .schema import SCHEMA_VERSION, STEPS
+from .schema import SCHEMA_VERSION, STEPS, present_version
 from .transaction import SqliteTransaction
 
 BUSY_TIMEOUT_S = 30.0
@@ -52,6 +52,8 @@ class SqliteBackend(Backend):
         self.path = path
         self.location = str(path)
         self.busy_timeout_s = busy_timeout_s
+        #: The schema version this open upgraded the file from (None: none needed).
+        self.upgraded_from: int | None = None
         self._lock = threading.RLock()
         if not create and not path.is_file():
             raise storage(f"the memory database {path} does not exist")
@@ -72,9 +74,16 @@ class SqliteBackend(Backend):
             if mode is None or str(mode[0]).lower() != "wal":
                 raise storage(f"the memory database {path} cannot use WAL mode (got {mode})")
             self.conn.execute("PRAGMA synchronous = NORMAL")
-            # An existing store is brought up to this version's schema even with
-            # create=False: that upgrades the memory, it does not create or repair it.
-            if self._version() < SCHEMA_VERSION:
+            # Only a command that may create memory upgrades the schema: one that
+            # only uses memory (create=False) never changes the file.
+            version = self._version()
+            if version < SCHEMA_VERSION and not create:
+                raise storage(
+                    f"the memory database {path} has schema version {version}, older than "
+                    f"this rotifer's {SCHEMA_VERSION}: run `rotifer init` in its project to "
+                    "upgrade it in place (commands that only use memory never change it)")
+            if version < SCHEMA_VERSION:
+                self.upgraded_from = version
                 with self.write(None) as tx:
                     self._upgrade(tx.conn)
         except sqlite3.Error as exc:
@@ -105,11 +114,20 @@ class SqliteBackend(Backend):
                 self.conn.execute("ROLLBACK")
 
     def _version(self) -> int:
+        """The recorded schema version; MEMORY_STORAGE_ERROR naming the file when it is
+        newer than this rotifer's, or damaged (negative, or older than the tables)."""
         row = self.conn.execute("PRAGMA user_version").fetchone()
         version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
             raise storage(f"the memory database {self.path} has schema version {version}; "
                           f"this rotifer knows {SCHEMA_VERSION}")
+        present = present_version(self.conn)
+        if version < 0 or (present > 1 and version < present):
+            raise storage(f"the memory database {self.path} is damaged: it records schema "
+                          f"version {version} (PRAGMA user_version) but "
+                          + ("no version is negative" if version < 0 else
+                             f"its tables are version {present}'s")
+                          + "; restore it from a backup or an export")
         return version
 
     def _upgrade(self, conn: sqlite3.Connection) -> None:

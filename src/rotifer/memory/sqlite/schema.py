@@ -76,3 +76,11 @@ STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2
 SCHEMA_VERSION = max(STEPS)
 
 
+def present_version(conn: sqlite3.Connection) -> int:
+    """The newest step whose tables the file already has, whatever ``user_version``
+    says: a file recording an older version than this has a damaged header, and
+    running the missing steps again would fail half-way ("duplicate column")."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(memory_agents)")}
+    return 2 if "last_us" in columns else 1 if columns else 0
+
+

@@ -33,7 +33,8 @@ Choices (documented in docs/backends.md):
 * The destination must not have a memory for the agent yet: an import or move
   never merges or overwrites (MEMORY_INVALID_INPUT, nothing changed).  Merging
   two memories would have to pick winners per key and re-run cleanup; dropping
-  the one already there would lose data.  Remove it first if it must go.
+  the one already there would lose data.  (The CLI's refusal names the command that
+  removes it: ``rotifer agent delete``.)
 * An agent that has no memory in the source is MEMORY_NOT_FOUND.
 * After a verified move the agent is dropped from the source, so it lives in
   exactly one place; an export leaves the source as it was.

@@ -59,7 +59,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                           f"{describe(source)}")
     if destination is source:
         raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "
-                      "nothing was moved")
+                      "nothing was moved (a move or import never merges)")
     there = destination.has_agent(agent_id)
     source.purge_expired(agent_id)
     src, dst = describe(source), describe(destination)
@@ -69,7 +69,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     change = Change(agent_id, 0, DEPLOYER, removes_agent=True)
     try:
         with source.backend.long_running(), source.backend.write(agent_id) as tx:
-            held = open_source(tx, agent_id, progress)
+            held = open_source(tx, agent_id, progress, keep_cache)
             now = change.now_us = max(source.clock.now_us(), held.last_us + 1)
             # The move is the source's change N; the destination's import is N + 1,
             # in a new epoch that names this one: one history across both stores.
@@ -143,7 +143,7 @@ def _drop_orphan(destination: MemoryStore, agent_id: str, expected: AgentRecord,
     try:
         with destination.backend.long_running(), destination.backend.read() as dtx:
             verify(dtx, expected, summary.entries)
-    except MemoryError:
+    except AgentMemoryError:
         raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "
                       "nothing was moved (remove it there first if it must go)") from None
     destination.drop_agent(agent_id)
@@ -159,7 +159,8 @@ def _undo_copy(source: MemoryStore, destination: MemoryStore, agent_id: str,
         raise storage(
             f"moving {agent_id!r} failed ({cause}) and {describe(source)} cannot be checked "
             f"({exc}); the copy in {describe(destination)} is kept -- check both and remove "
-            "one of them") from cause
+            f"one of them (`rotifer agent delete {agent_id} --store URL` removes the one "
+            "at URL)") from cause
     if not still_there:
         return True
     try:
@@ -167,5 +168,6 @@ def _undo_copy(source: MemoryStore, destination: MemoryStore, agent_id: str,
     except Exception as exc:
         raise storage(
             f"moving {agent_id!r} failed ({cause}) and its copy in {describe(destination)} "
-            f"could not be removed ({exc}): the agent is now in both places") from cause
+            f"could not be removed ({exc}): the agent is now in both places (`rotifer agent "
+            f"delete {agent_id} --store URL` removes the copy at URL)") from cause
     return False

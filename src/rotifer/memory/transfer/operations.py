@@ -104,11 +104,11 @@ class Tally:
              ) -> Iterator[tuple[str, Row]]:
         """("carry" | "leave" | "expired", row) for each of the agent's rows."""
         for row in tx.iter_newest(agent_id):
-            if self.progress is not None:
-                self.progress.advance(1, row.size)
             if row.expires_us is not None and row.expires_us <= now_us:
                 yield "expired", row
             elif row.category in CARRIED or keep_cache:
+                if self.progress is not None:  # progress counts what is carried, only
+                    self.progress.advance(1, row.size)
                 self.counts[row.category.value] += 1
                 self.carried += 1
                 self.total += row.size
@@ -123,12 +123,20 @@ class Tally:
                 "leftBehind": {"count": self.left, "bytes": self.left_bytes}, "sha256": sha256}
 
 
-def open_source(tx: Transaction, agent_id: str, progress: Progress | None) -> AgentRecord:
+def open_source(tx: Transaction, agent_id: str, progress: Progress | None,
+                keep_cache: bool = True) -> AgentRecord:
+    """The agent's record; the progress started with the entries and bytes that
+    will be carried (without ``keep_cache``, the CACHE entries are not)."""
     record = tx.get_agent(agent_id)
     if record is None:
         raise AgentMemoryError(ErrorCode.NOT_FOUND, f"agent {agent_id!r} has no memory in this store")
     if progress is not None:
-        progress.start(tx.count(agent_id), record.used_bytes)
+        entries, nbytes = tx.count(agent_id), record.used_bytes
+        if not keep_cache:  # the cleanup index walks CACHE alone, without the values
+            for brief in tx.iter_oldest(agent_id, Category.CACHE):
+                entries -= 1
+                nbytes -= brief.size
+        progress.start(entries, nbytes)
     return record
 
 
@@ -154,23 +162,30 @@ def report(tally: Tally, agent_id: str, sha256: str, source: str,
 
 
 def export_agent(store: MemoryStore, agent_id: str, path: Path, *, keep_cache: bool = False,
-                 progress: Progress | None = None) -> TransferReport:
+                 progress: Progress | None = None, replace: bool = True) -> TransferReport:
     """Write ``agent_id``'s memory to ``path`` (a copy; the store keeps it).
 
     Streamed from one read snapshot to a file written aside and fsynced; then
     the ``export`` audit line is appended, then the file is renamed into
     place: it appears whole or not at all, and never without its audit line
     (if the line cannot be written, the file is removed and the call fails).
-    An existing file at ``path`` is replaced.  The file is readable by its
-    owner only: memory can hold personal data.
+    An existing file at ``path`` is replaced, unless ``replace`` is False:
+    then it is MEMORY_INVALID_INPUT, checked before anything is read and again
+    when the file is put in place (a hard link, which never replaces; a file
+    that appeared in the meantime makes the call fail after its audit line,
+    which then names an export that did not happen: better than an export
+    without its line).  The file is readable by its owner only: memory can
+    hold personal data.
     """
+    if not replace and os.path.lexists(path):
+        raise invalid(f"{path} exists; an export does not replace a file")
     if store.has_agent(agent_id):
         store.purge_expired(agent_id)  # audited as ``expire``, as any read path does
     now = store.clock.now_us()
     path = Path(path)
     tally = Tally(progress)
     with store.backend.long_running(), store.backend.read() as tx:
-        record = open_source(tx, agent_id, progress)
+        record = open_source(tx, agent_id, progress, keep_cache)
         writer = DocumentWriter(path, head_of(record, keep_cache, now, describe(store)))
         try:
             checker = ExportChecker(head_of(record, keep_cache, now, ""))
@@ -188,7 +203,12 @@ def export_agent(store: MemoryStore, agent_id: str, path: Path, *, keep_cache: b
         store.audit.write([line(
             store.clock.now_us(), agent_id, "export", nbytes=tally.total, entries=tally.carried,
             sha256=sha256, keepCache=keep_cache, leftBehind=tally.left, to=str(path))])
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+    except FileExistsError:
+        raise invalid(f"{path} exists; an export does not replace a file") from None
     except OSError as exc:
         raise storage(f"cannot write {path}: {exc.strerror or exc}") from exc
     finally:
@@ -236,7 +256,7 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
         with store.backend.long_running(), store.backend.write(agent_id) as tx:
             if tx.get_agent(agent_id) is not None:
                 raise invalid(f"agent {agent_id!r} already has a memory in {describe(store)}; "
-                              "nothing was changed (remove it there first if it must go)")
+                              "nothing was changed (a move or import never merges)")
             tx.insert_agent(checker.empty_record()._replace(epoch=change.epoch))
             read = 0
             latest = 0

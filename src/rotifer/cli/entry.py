@@ -1,0 +1,52 @@
+"""The ``rotifer`` console script: Ctrl-C is under control from its first line.
+
+A ``KeyboardInterrupt`` that arrives while the command's modules are still
+being imported (click, the package), before :func:`rotifer.cli.main.run` takes
+over, is reported like any other: one ``INTERRUPTED: interrupted`` line on
+stderr, status 130, no traceback.  Once the command has its status, Ctrl-C gets
+the operating system's default action for the rest of the exit (the process
+ends at once, silently), so that a signal during the interpreter's shutdown
+cannot print a traceback either.
+
+So this module imports only what the interpreter has loaded before any script
+runs (``os``, ``sys`` and ``_signal``, the C half of ``signal``; ``import
+signal`` itself runs ``enum``, ``functools`` and ``collections``, and even
+``from __future__ import ...`` is a module to find): a Ctrl-C could land in
+any of those.  What no code of rotifer can cover is what runs before this
+module does: the interpreter's start-up (``site``, the first tens of
+milliseconds) and the console script's import of this module (a millisecond or
+two).  A Ctrl-C there is Python's, with its traceback.
+"""
+
+import _signal  # type: ignore[import-not-found,unused-ignore]  # signal's C half, preloaded
+import os
+import sys
+
+
+def interrupted_line() -> bytes:
+    """The line for a Ctrl-C.  On a terminal it starts on a line of its own (the
+    terminal has echoed ``^C`` where the cursor was); piped, there is no blank line."""
+    try:
+        fresh = os.isatty(2)
+    except OSError:  # pragma: no cover - no stderr at all
+        fresh = False
+    return (b"\n" if fresh else b"") + b"INTERRUPTED: interrupted\n"
+
+
+def main() -> None:
+    """Run the command line and exit with its status."""
+    try:
+        try:
+            from rotifer.cli.main import run
+
+            status = run(sys.argv[1:])
+        finally:
+            _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    except KeyboardInterrupt:  # before run() could catch it, or after it returned
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+        status = 130
+        try:  # noqa: SIM105 - contextlib is one more module to import here
+            os.write(2, interrupted_line())
+        except OSError:  # pragma: no cover - stderr closed
+            pass
+    sys.exit(status)
