@@ -118,14 +118,16 @@ export function express(input: { hang: boolean }) {
 
 @pytest.mark.parametrize("hang", [False, True])
 def test_processes_a_gene_starts_end_with_its_run(project: Project, hang: bool) -> None:
+    # Trusted: a contained gene can neither start a process nor write its folder
+    # (tests/containment); an uncontained one's processes still end with the run.
     node_gene(project, "spawner", SPAWN)
     if hang:
         # Long enough for node to start and spawn on a loaded machine (load 13 on
         # 2 cores once timed it out before the pid file was written).
         with pytest.raises(GeneFailed, match="timed out"):
-            run_gene(project, "spawner", {"hang": True}, deadline_s=6.0)
+            run_gene(project, "spawner", {"hang": True}, deadline_s=6.0, trusted=True)
     else:
-        run_gene(project, "spawner", {"hang": False})
+        run_gene(project, "spawner", {"hang": False}, trusted=True)
     pid = int((project.genes_dir / "spawner" / "grandchild.pid").read_text())
     assert gone(pid), "the gene's child process outlived the run"
 

@@ -50,7 +50,7 @@ class Channel:
                  cwd: str, env: dict[str, str] | None = None,
                  preexec: Callable[[], None] | None = None,
                  on_output: OutputSink | None = None, timeout_message: str | None = None,
-                 ) -> None:
+                 max_message: int = MAX_MESSAGE_BYTES) -> None:
         self.name = name
         self.what = what
         self.deadline_s = deadline_s
@@ -58,6 +58,7 @@ class Channel:
         self.timeout_message = timeout_message or (
             f"gene '{name}' timed out after {deadline_s:g} s (the {what} process was killed)")
         self.on_output = on_output
+        self.max_message = max_message
         self._forwarded = 0
         self._line = b""
         to_child_r, self._to_child = os.pipe()
@@ -174,10 +175,10 @@ class Channel:
             if not chunk:
                 raise self._died()
             self._buffer += chunk
-            if len(self._buffer) > MAX_MESSAGE_BYTES:
+            if len(self._buffer) > self.max_message:
                 self._kill()
                 raise GeneFailed(f"gene '{self.name}' sent a message over "
-                                 f"{MAX_MESSAGE_BYTES >> 20} MiB (the {self.what} process was "
+                                 f"{self.max_message >> 20} MiB (the {self.what} process was "
                                  "killed)")
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
