@@ -42,7 +42,7 @@ def _probe() -> tuple[bool, bool, bool] | str:
             done = subprocess.run([sys.executable, "-S", "-E", "-c", _PROBE],
                                   env=box.env, cwd=box.temp, capture_output=True, text=True,
                                   timeout=60, preexec_fn=box.plan.apply, check=False)
-    except Exception as exc:  # noqa: BLE001 - doctor reports whatever went wrong
+    except Exception as exc:  # doctor reports whatever went wrong
         return str(exc)
     words = done.stdout.split()
     if done.returncode != 0 or len(words) != 3:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import enum
-import io
 import json
 import os
 import sys
@@ -49,7 +48,7 @@ def _arg(value: Any) -> Any:
 
 class _Pipe:
     def __init__(self, in_fd: int, out_fd: int) -> None:
-        self.reader = io.open(in_fd, "rb", buffering=1 << 16)  # noqa: UP020 - a descriptor
+        self.reader = open(in_fd, "rb", buffering=1 << 16)  # noqa: SIM115 - lives with the child
         self.out_fd = out_fd
 
     def send(self, message: dict[str, Any]) -> None:
@@ -115,7 +114,7 @@ def main() -> None:
         pipe.send({"type": "log", "line": line})
 
     try:
-        output = run_in_process(source, info, start["input"], BridgeMemory(pipe),  # type: ignore[arg-type]
+        output = run_in_process(source, info, start["input"], BridgeMemory(pipe),
                                 deadline_s=0, agent=start["agent"], log_sink=log)
     except MemoryError as exc:
         pipe.send({"type": "error", "kind": "memory", "code": exc.code.value,
