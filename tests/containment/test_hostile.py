@@ -341,3 +341,13 @@ def test_the_real_kernel_detection() -> None:
     if lsm.exists():
         assert (abi > 0) == ("landlock" in lsm.read_text()), abi
     assert "Seccomp:" in status
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_multi_line_node_error_keeps_every_line_escaped(tmp_path: Path) -> None:
+    """Issue 22 item 13: every line of the message, on one line, escaped."""
+    root = init_project(tmp_path / "proj")
+    add_gene(root, "g", "exports.express = () => { throw new Error("
+             "'first line\\nsecond line \\x1b[31mred'); };\n", file="index.js")
+    line = last_line(refused(root, "GENE_FAILED", "run", "g", "--input", "1"))
+    assert "first line" in line and "second line \\x1b[31mred" in line, line
