@@ -77,7 +77,9 @@ def start_blocked(root: Path, tag: str) -> tuple[subprocess.Popen[str], Path]:
     (root / "genes" / "blocker" / "tests.json").write_text(json.dumps(
         [{"input": {"started": str(started), "release": str(release)},
           "expect": {"released": True}}]))
-    proc = subprocess.Popen([*rotifer_command(), "test", "blocker"], cwd=root,
+    # --trust: the blocker signals through files outside its folder, which a
+    # contained gene cannot write.
+    proc = subprocess.Popen([*rotifer_command(), "test", "--trust", "blocker"], cwd=root,
                             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + 120

@@ -118,6 +118,8 @@ export function express(input: { hang: boolean }) {
 
 @pytest.mark.parametrize("hang", [False, True])
 def test_processes_a_gene_starts_end_with_its_run(project: Project, hang: bool) -> None:
+    # Trusted: a contained gene can neither start a process nor write its folder
+    # (tests/containment); an uncontained one's processes still end with the run.
     node_gene(project, "spawner", SPAWN)
     pid_file = project.genes_dir / "spawner" / "grandchild.pid"
     if hang:
@@ -128,12 +130,13 @@ def test_processes_a_gene_starts_end_with_its_run(project: Project, hang: bool) 
         deadline_s = 2.0
         while True:
             with pytest.raises(GeneFailed, match="timed out"):
-                run_gene(project, "spawner", {"hang": True}, deadline_s=deadline_s)
+                run_gene(project, "spawner", {"hang": True}, deadline_s=deadline_s,
+                        trusted=True)
             if pid_file.exists() or deadline_s >= 128:
                 break
             deadline_s *= 2
     else:
-        run_gene(project, "spawner", {"hang": False})
+        run_gene(project, "spawner", {"hang": False}, trusted=True)
     pid = int(pid_file.read_text())
     assert gone(pid), "the gene's child process outlived the run"
 

@@ -31,7 +31,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -46,6 +46,8 @@ from rotifer.genes.errors import (
 )
 from rotifer.memory import DEFAULT_QUOTA_BYTES, AgentMemoryError, DataPolicy
 
+from . import containment
+from .containment import Containment
 from .project import Project
 
 Composition = Literal["seq", "par", "cond", "try"]
@@ -63,11 +65,16 @@ class AgentSpec:
     composition: Composition
     memory_url: str | None = None
     created_at: str | None = None
+    #: What the deployer granted beyond containment (see :mod:`rotifer.agents.containment`).
+    containment: Containment = field(default_factory=Containment)
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": _FORMAT, "name": self.name, "genes": list(self.genes),
-                "composition": self.composition, "memoryUrl": self.memory_url,
-                "createdAt": self.created_at}
+        doc = {"format": _FORMAT, "name": self.name, "genes": list(self.genes),
+               "composition": self.composition, "memoryUrl": self.memory_url,
+               "createdAt": self.created_at}
+        if not self.containment.is_default():
+            doc["containment"] = self.containment.to_json()
+        return doc
 
 
 def validate_agent_name(name: object) -> str:
@@ -181,7 +188,8 @@ class Agents:
                                "memoryUrl)")
         created = doc.get("createdAt")
         return AgentSpec(name=path.stem, genes=list(genes), composition=composition,
-                         memory_url=url, created_at=created if isinstance(created, str) else None)
+                         memory_url=url, created_at=created if isinstance(created, str) else None,
+                         containment=containment.parse(doc.get("containment"), genes, str(path)))
 
     def get(self, name: str) -> AgentSpec:
         """The agent's spec, or AGENT_NOT_FOUND."""
@@ -227,8 +235,10 @@ class Agents:
 
     def create(self, name: str, genes: builtins.list[str], composition: str = "seq",
                quota_bytes: int = DEFAULT_QUOTA_BYTES,
-               data_policy: DataPolicy | None = None) -> AgentSpec:
-        """Create the agent and its empty memory; nothing is created on any error."""
+               data_policy: DataPolicy | None = None,
+               grants: Containment | None = None) -> AgentSpec:
+        """Create the agent and its empty memory; nothing is created on any error.
+        ``grants``: what its genes may do beyond containment (checked here too)."""
         validate_agent_name(name)
         check_new_agent_name(name, self._names())
         names = self._check_genes(genes)
@@ -242,8 +252,9 @@ class Agents:
         path = self.spec_path(name)
         if path.exists():
             raise AgentExists(f"agent '{name}' already exists ({path})")
+        grants = containment.parse(grants.to_json() if grants else None, names, "agent create")
         spec = AgentSpec(name=name, genes=names, composition=comp, memory_url=None,
-                         created_at=_now())
+                         created_at=_now(), containment=grants)
         store = self.project.open_store(name)
         try:
             if store.has_agent(name):
@@ -274,8 +285,12 @@ class Agents:
         names = self._check_genes(genes)
         comp = check_composition(composition if composition is not None else spec.composition,
                                  names)
-        new = AgentSpec(name=spec.name, genes=names, composition=comp,
-                        memory_url=spec.memory_url, created_at=spec.created_at)
+        # Grants for genes no longer in the agent go with them.
+        kept = spec.containment
+        grants = Containment(tuple(g for g in kept.trust if g in names),
+                             {g: p for g, p in kept.allow_tcp.items() if g in names},
+                             kept.gene_memory_mib)
+        new = replace(spec, genes=names, composition=comp, containment=grants)
         self._write(self.spec_path(name), new, exclusive=False)
         return new
 
@@ -284,8 +299,7 @@ class Agents:
         if memory_url is not None and (not isinstance(memory_url, str) or not memory_url):
             raise InvalidAgent("memory URL must be a non-empty string or None")
         spec = self.get(name)
-        new = AgentSpec(name=spec.name, genes=spec.genes, composition=spec.composition,
-                        memory_url=memory_url, created_at=spec.created_at)
+        new = replace(spec, memory_url=memory_url)
         self._write(self.spec_path(name), new, exclusive=False)
         return new
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rotifer.genes import jsonvalue
+from rotifer.genes.contain.sandbox import CONTAINED, Grant
 from rotifer.genes.errors import InvalidTests, RotiferError
 from rotifer.genes.execute import DEFAULT_DEADLINE_S, express
 from rotifer.genes.gene import Gene, unregistered
@@ -85,6 +86,15 @@ def _emit(hints: list[str] | None, text: str) -> None:
         hints.append(text)
 
 
+def _note_uncontained(genes: list[Gene], grant_of: Callable[[str], Grant],
+                      hints: list[str] | None, why: str) -> None:
+    """Once per run and gene: a trusted Python or Node gene runs uncontained."""
+    for name in dict.fromkeys(g.name for g in genes if g.kind in ("python", "node")
+                              and grant_of(g.name).trusted):
+        _emit(hints, f"gene '{name}' runs uncontained ({why}): it can reach everything "
+              "this process can")
+
+
 def _stale(genes: list[Gene], registry: Registry, hints: list[str] | None) -> None:
     seen: set[str] = set()
     for gene in genes:
@@ -108,6 +118,8 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
     spec = Agents(project).get(name)
     genes = [project.load_gene(g) for g in spec.genes]
     _stale(genes, project.registry(), hints)
+    grant_of = spec.containment.grant
+    _note_uncontained(genes, grant_of, hints, f"trusted by agent '{name}'")
     # The agent's memory must exist: a run never creates or repairs its store.
     store = project.open_store(name, clock, create=False)
     try:
@@ -119,7 +131,7 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
         def runner(gene: Gene, value: Any, memory: GeneMemoryAccess) -> Any:
             return express(gene, value, memory, deadline_s=deadline_s,
                            cache_dir=project.cache_dir, agent=name,
-                           log_sink=log_sink)
+                           log_sink=log_sink, grant=grant_of(gene.name))
 
         return run_composition(spec.composition, genes, input, memory_for, runner)
     finally:
@@ -141,12 +153,20 @@ def denied_memory(project: Project, gene: Gene) -> DeniedMemory:
     )
 
 
+def _grant(trusted: bool) -> Grant:
+    return Grant(trusted=True) if trusted else CONTAINED
+
+
 def run_gene(project: Project, gene_name: str, input: Any, *,
-             deadline_s: float = DEFAULT_DEADLINE_S, log_sink: LogSink | None = None) -> Any:
-    """Run one gene on ``input`` outside any agent (every memory call refused)."""
+             deadline_s: float = DEFAULT_DEADLINE_S, log_sink: LogSink | None = None,
+             trusted: bool = False, hints: list[str] | None = None) -> Any:
+    """Run one gene on ``input`` outside any agent (every memory call refused);
+    ``trusted``: uncontained (``rotifer run --trust``)."""
     gene = project.load_gene(gene_name)
+    _note_uncontained([gene], lambda _: _grant(trusted), hints, "--trust")
     return express(gene, input, denied_memory(project, gene), deadline_s=deadline_s,
-                   cache_dir=project.cache_dir, agent=None, log_sink=log_sink)
+                   cache_dir=project.cache_dir, agent=None, log_sink=log_sink,
+                   grant=_grant(trusted))
 
 
 # -- tests ----------------------------------------------------------------------
@@ -273,13 +293,16 @@ def _run_case(case: TestCase, call: Callable[[Any], Any]) -> CaseResult:
 
 
 def test_gene(project: Project, gene_name: str, *, deadline_s: float = DEFAULT_DEADLINE_S,
-              clock: Clock | None = None, log_sink: LogSink | None = None) -> TestReport:
-    """Run the gene's test cases in order on one empty temporary agent memory."""
+              clock: Clock | None = None, log_sink: LogSink | None = None,
+              trusted: bool = False) -> TestReport:
+    """Run the gene's test cases in order on one empty temporary agent memory
+    (``trusted``: uncontained, ``rotifer test --trust``)."""
     from .build import check_gene
 
     gene = project.load_gene(gene_name)
     cases = load_tests(gene)
     report = TestReport(gene=gene.name)
+    _note_uncontained([gene], lambda _: _grant(trusted), report.hints, "--trust")
     if gene.v2_id is None:
         report.hints.append(stale_hint(gene, project.registry()))
     if cases is None:
@@ -305,7 +328,7 @@ def test_gene(project: Project, gene_name: str, *, deadline_s: float = DEFAULT_D
                 memory = store.for_gene(agent, gene.v2_id, gene.domain)
                 return express(gene, value, memory, deadline_s=deadline_s,
                                cache_dir=project.cache_dir, agent=agent,
-                               log_sink=log_sink)
+                               log_sink=log_sink, grant=_grant(trusted))
 
             for case in cases:
                 report.cases.append(_run_case(case, call))

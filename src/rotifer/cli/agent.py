@@ -83,9 +83,15 @@ def _data_policy(path: Path | None) -> DataPolicy | None:
 @click.option("--data-policy", "policy_file", metavar="FILE",
               type=click.Path(dir_okay=False, path_type=Path),
               help='a JSON file {"maxRetentionDays": int|null, "anonymizationSupported": bool}')
+@click.option("--trust", "trust", multiple=True, metavar="GENE", help=common.TRUST_HELP)
+@click.option("--allow-tcp", "allow_tcp", multiple=True, metavar="GENE:PORT",
+              help="let a contained gene connect to this TCP port (repeat for more)")
+@click.option("--gene-memory", "gene_memory", type=int, metavar="MIB",
+              help="the data-size limit of each contained gene, in MiB (default 1024)")
 @click.pass_context
 def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], composition: str,
-                   quota: str | None, policy_file: Path | None) -> None:
+                   quota: str | None, policy_file: Path | None, trust: tuple[str, ...],
+                   allow_tcp: tuple[str, ...], gene_memory: int | None) -> None:
     """Create agent NAME from genes, with an empty memory of its own.
 
     Example:
@@ -93,6 +99,7 @@ def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], compos
     \b
         rotifer agent create helper --genes formatter,checker --memory-quota 5MB
     """
+    from rotifer.agents.containment import from_options
     from rotifer.agents.genome import Agents
     from rotifer.memory import DEFAULT_QUOTA_BYTES, parse_size
 
@@ -100,9 +107,13 @@ def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], compos
     # Every option is checked before anything is created.
     quota_bytes = DEFAULT_QUOTA_BYTES if quota is None else parse_size(quota)
     policy = _data_policy(policy_file)
-    spec = Agents(project).create(name, _gene_list(genes), composition, quota_bytes, policy)
+    gene_names = _gene_list(genes)
+    grants = from_options(trust, allow_tcp, gene_memory, gene_names)
+    spec = Agents(project).create(name, gene_names, composition, quota_bytes, policy, grants)
     click.echo(f"Created agent '{spec.name}': genes {', '.join(spec.genes)} ({spec.composition}), "
                f"memory quota {common.human_size(quota_bytes)}")
+    if not spec.containment.is_default():
+        click.echo(f"Containment: {common.shown(spec.containment.summary())}")
 
 
 @agent_group.command("update-genes")
@@ -156,10 +167,14 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
         common.print_json([{**s.to_json(), "usedBytes": usage[s.name][0],
                             "quotaBytes": usage[s.name][1]} for s in specs])
     elif specs:
+        # The CONTAINMENT column appears when some agent has grants (trust, TCP, memory).
+        granted = any(not s.containment.is_default() for s in specs)
         rows = [[s.name, ",".join(s.genes), s.composition,
                  f"{common.human_size(usage[s.name][0])} / "
-                 f"{common.human_size(usage[s.name][1])}"] for s in specs]
-        for line in common.table(["NAME", "GENES", "COMPOSITION", "MEMORY"], rows):
+                 f"{common.human_size(usage[s.name][1])}",
+                 *([s.containment.summary()] if granted else [])] for s in specs]
+        headers = ["NAME", "GENES", "COMPOSITION", "MEMORY", *(["CONTAINMENT"] if granted else [])]
+        for line in common.table(headers, rows):
             click.echo(line)
     elif not errors:
         click.echo("No agents (create one with `rotifer agent create NAME --genes GENE`)")

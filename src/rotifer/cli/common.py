@@ -214,6 +214,10 @@ def print_json(value: Any) -> None:
     click.echo(json_text(value))
 
 
+TRUST_HELP = ("run a Python or Node gene uncontained (it can then reach all this process "
+              "can: the store's files, the network, the environment); noted on stderr")
+
+
 def hint(text: str) -> None:
     click.echo(f"hint: {said(text)}", err=True)
 

@@ -121,8 +121,9 @@ def compile_command(ctx: click.Context, gene: str) -> None:
 @cli.command("run")
 @click.argument("gene")
 @click.option("--input", "input_text", required=True, metavar="JSON", help=common.INPUT_HELP)
+@click.option("--trust", is_flag=True, help=common.TRUST_HELP)
 @click.pass_context
-def run_command(ctx: click.Context, gene: str, input_text: str) -> None:
+def run_command(ctx: click.Context, gene: str, input_text: str, trust: bool) -> None:
     """Run GENE alone and print its output; every memory call is refused.
 
     Example:
@@ -134,13 +135,21 @@ def run_command(ctx: click.Context, gene: str, input_text: str) -> None:
 
     project = common.project_of(ctx)
     value = common.parse_input(input_text)
-    common.print_json(run_gene(project, gene, value, log_sink=common.log_sink))
+    hints: list[str] = []
+    try:
+        output = run_gene(project, gene, value, log_sink=common.log_sink, trusted=trust,
+                          hints=hints)
+    finally:
+        for h in hints:
+            common.hint(h)
+    common.print_json(output)
 
 
 @cli.command("test")
 @click.argument("gene")
+@click.option("--trust", is_flag=True, help=common.TRUST_HELP)
 @click.pass_context
-def test_command(ctx: click.Context, gene: str) -> None:
+def test_command(ctx: click.Context, gene: str, trust: bool) -> None:
     """Run the cases of genes/GENE/tests.json on an empty, temporary memory.
 
     Example:
@@ -151,7 +160,7 @@ def test_command(ctx: click.Context, gene: str) -> None:
     from rotifer.agents.run import test_gene
     from rotifer.genes.errors import RotiferError
 
-    report = test_gene(common.project_of(ctx), gene, log_sink=common.log_sink)
+    report = test_gene(common.project_of(ctx), gene, log_sink=common.log_sink, trusted=trust)
     for h in report.hints:
         common.hint(h)
     for case in report.cases:
@@ -162,6 +171,25 @@ def test_command(ctx: click.Context, gene: str) -> None:
     if failed:
         raise RotiferError(f"{common.plural(failed, 'case')} of {len(report.cases)} failed "
                            f"for gene '{report.gene}'", code="TESTS_FAILED")
+
+
+@cli.command("doctor")
+def doctor_command() -> None:
+    """Show what this machine can enforce on Python and Node genes (containment)."""
+    from rotifer.genes.contain.doctor import promises
+
+    abi, rows, problems = promises()
+    click.echo(f"Landlock ABI: {abi or 'none'}")
+    for line in common.table(["PROMISE", "ENFORCED", "BY"],
+                             [[p.what, "yes" if p.enforced else "no", p.why] for p in rows]):
+        click.echo(line)
+    if problems:
+        click.echo("Python and Node genes are refused here unless trusted "
+                   f"(--trust): {'; '.join(problems)}")
+    elif all(p.enforced for p in rows):
+        click.echo("Python and Node genes run contained.")
+    else:
+        click.echo("Python and Node genes run, but not every promise holds (see above).")
 
 
 def _register_subcommands() -> None:

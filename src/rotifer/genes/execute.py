@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rotifer.genes.contain.sandbox import CONTAINED, Grant
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, InvalidInput
 from rotifer.genes.gene import Gene
 from rotifer.genes.jsonvalue import problem_of
@@ -29,8 +30,12 @@ def _level_dropped(sink: LogSink, name: str) -> Callable[[int, str], None]:
 
 def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
             deadline_s: float = DEFAULT_DEADLINE_S, cache_dir: Path | None = None,
-            agent: str | None = None, log_sink: LogSink | None = None) -> Any:
+            agent: str | None = None, log_sink: LogSink | None = None,
+            grant: Grant = CONTAINED) -> Any:
     """Run ``gene`` on ``input`` with ``memory`` as what its memory calls reach.
+
+    A Python or Node gene runs contained (:mod:`rotifer.genes.contain`) unless
+    ``grant.trusted``; ``grant`` also carries its TCP ports and memory limit.
 
     The input is checked first: that it is exactly JSON (no NaN or Infinity,
     no lone surrogates: see :mod:`rotifer.genes.jsonvalue`), then against the
@@ -47,7 +52,7 @@ def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
         raise InvalidInput(f"gene '{gene.name}': {problem}")
     validate_input(gene.phenotype, input)
     output = _run(gene, input, memory, deadline_s=deadline_s, cache_dir=cache_dir,
-                  agent=agent, log_sink=log_sink)
+                  agent=agent, log_sink=log_sink, grant=grant)
     problem = problem_of(output, "output")
     if problem is not None:
         raise GeneFailed(f"gene '{gene.name}' returned a value that is not JSON: {problem}")
@@ -55,12 +60,18 @@ def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
 
 
 def _run(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
-         cache_dir: Path | None, agent: str | None, log_sink: LogSink | None) -> Any:
+         cache_dir: Path | None, agent: str | None, log_sink: LogSink | None,
+         grant: Grant) -> Any:
     if gene.kind == "python":
-        from rotifer.genes.python import run_python_gene
+        if grant.trusted:
+            from rotifer.genes.python import run_python_gene
 
-        return run_python_gene(gene, input, memory, deadline_s=deadline_s, agent=agent,
-                               log_sink=log_sink)
+            return run_python_gene(gene, input, memory, deadline_s=deadline_s, agent=agent,
+                                   log_sink=log_sink)
+        from rotifer.genes.contain.python_host import run_contained
+
+        return run_contained(gene, input, memory, deadline_s=deadline_s, agent=agent,
+                             log_sink=log_sink, grant=grant)
     if gene.kind == "wasm":
         try:
             from rotifer.genes.wasm import run_wasm_code
@@ -76,6 +87,6 @@ def _run(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
         from rotifer.genes.node import run_node_gene
 
         return run_node_gene(gene, input, memory, deadline_s=deadline_s, agent=agent,
-                             log_sink=log_sink,
+                             log_sink=log_sink, grant=grant,
                              cache_dir=None if cache_dir is None else cache_dir / "node")
     raise GeneUnavailable(f"gene '{gene.name}' has an unknown kind {gene.kind!r}")

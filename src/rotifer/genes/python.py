@@ -49,7 +49,8 @@ import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
 from rotifer.genes.jsonvalue import problem_of
@@ -101,7 +102,19 @@ class _Deadline(BaseException):
     in the gene does not swallow it."""
 
 
-def _load_express(gene: Gene) -> Callable[..., Any]:
+class Source(Protocol):
+    """What running a Python gene needs of it: a :class:`~rotifer.genes.gene.Gene`,
+    or what a contained child is sent of one."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def code(self) -> bytes: ...
+    @property
+    def code_file(self) -> Path: ...
+
+
+def _load_express(gene: Source) -> Callable[..., Any]:
     filename = str(gene.code_file)
     try:
         source = gene.code.decode("utf-8")
@@ -142,7 +155,7 @@ def not_synchronous(name: str) -> str:
             "not supported (rotifer calls express and uses what it returns)")
 
 
-def _call(gene: Gene, express: Callable[..., Any], input: Any, ctx: GeneContext) -> Any:
+def _call(gene: Source, express: Callable[..., Any], input: Any, ctx: GeneContext) -> Any:
     output = express(input, ctx)
     if inspect.iscoroutine(output):
         output.close()  # never awaited: closing it keeps Python from warning about it
@@ -152,7 +165,7 @@ def _call(gene: Gene, express: Callable[..., Any], input: Any, ctx: GeneContext)
     return output
 
 
-def _as_json(gene: Gene, output: Any) -> Any:
+def _as_json(gene: Source, output: Any) -> Any:
     try:
         text = json.dumps(output, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -217,13 +230,19 @@ class _Interrupt:
 def run_python_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
                     deadline_s: float = 10.0, agent: str | None = None,
                     log_sink: LogSink | None = None) -> Any:
-    """Run ``gene`` (kind ``python``) on ``input`` with ``ctx.memory = memory``."""
-    ctx = GeneContext(
-        memory=memory,
-        gene=GeneInfo(gene.name, gene.domain, gene.phenotype.version, gene.v2_id),
-        agent=agent,
-        _sink=log_sink,
-    )
+    """Run ``gene`` (kind ``python``) on ``input`` in this process, with
+    ``ctx.memory = memory`` (a trusted gene; a contained one runs in a child:
+    :mod:`rotifer.genes.contain.python_host`)."""
+    info = GeneInfo(gene.name, gene.domain, gene.phenotype.version, gene.v2_id)
+    return run_in_process(gene, info, input, memory, deadline_s=deadline_s, agent=agent,
+                          log_sink=log_sink)
+
+
+def run_in_process(gene: Source, info: GeneInfo, input: Any, memory: GeneMemoryAccess, *,
+                   deadline_s: float = 10.0, agent: str | None = None,
+                   log_sink: LogSink | None = None) -> Any:
+    """Run the gene's code in this process (``deadline_s`` 0: no alarm)."""
+    ctx = GeneContext(memory=memory, gene=info, agent=agent, _sink=log_sink)
     main = threading.current_thread() is threading.main_thread()
     use_alarm = deadline_s > 0 and main and hasattr(signal, "setitimer")
     previous: Any = None

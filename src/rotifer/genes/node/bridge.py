@@ -1,9 +1,10 @@
-"""The Python side of the Node.js bridge: start ``node runner.js``, answer its
-memory calls, enforce the deadline, and turn what it reports into results.
+"""The Python side of the Node.js bridge: start ``node runner.js`` (confined:
+:mod:`rotifer.genes.contain`), answer its memory calls, enforce the deadline,
+and turn what it reports into results.
 
 Why a child process with two pipes (one for replies, one for calls) rather
 than stdin/stdout: a gene's own ``process.stdout.write`` must not be able to
-forge a bridge message.  Why synchronous: the seed's four calls return their
+forge a bridge message (:class:`rotifer.genes.contain.channel.Channel`).  Why synchronous: the seed's four calls return their
 result directly, so the runner blocks in ``fs.readSync`` until the reply
 arrives; nothing else runs in the gene meanwhile.
 """
@@ -17,15 +18,15 @@ import json
 import math
 import os
 import re
-import selectors
 import shutil
-import signal
 import subprocess
-import time
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rotifer.genes.contain.channel import Channel
+from rotifer.genes.contain.sandbox import CONTAINED, Grant, sandbox
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
 from rotifer.genes.gene import Gene
 from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess, MemoryEntry
@@ -38,12 +39,10 @@ RUNNER = Path(__file__).with_name("runner.js")
 #: The folder holding ``@rotifer/playground/memory.d.ts`` (the types genes import).
 TYPES_DIR = Path(__file__).with_name("types")
 MIN_NODE_MAJOR = 18
-ENV_NODE = "ROTIFER_NODE"
-ENV_NODE_MODULES = "ROTIFER_NODE_MODULES"
 #: A gene's output, logs and memory traffic beyond this many bytes a message is refused.
 MAX_MESSAGE_BYTES = 64 << 20
-
-
+ENV_NODE = "ROTIFER_NODE"
+ENV_NODE_MODULES = "ROTIFER_NODE_MODULES"
 
 @lru_cache(maxsize=4)
 def _node_version(node: str) -> tuple[int, ...]:
@@ -207,11 +206,15 @@ def _cache_file(gene: Gene, cache_dir: Path | None, modules: Path | None) -> str
 
 def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float = 10.0,
                   agent: str | None = None, log_sink: LogSink | None = None,
-                  cache_dir: Path | None = None) -> Any:
+                  cache_dir: Path | None = None, grant: Grant = CONTAINED) -> Any:
     """Run ``gene`` (kind ``node``) on ``input`` with its memory calls served by ``memory``.
 
     ``cache_dir`` keeps TypeScript transpiled to JavaScript, by the SHA-256 of
-    the source, so a second run does not load the compiler.
+    the source, so a second run does not load the compiler.  The child only
+    reads it through the start message and hands a new transpilation back: a
+    contained gene writes no file outside its temporary folder.  Unless
+    ``grant.trusted``, the child is confined between fork and exec
+    (:mod:`rotifer.genes.contain`).
     """
     node = find_node()
     try:
@@ -219,25 +222,74 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
     except UnicodeDecodeError:
         raise GeneFailed(f"gene '{gene.name}': {gene.code_file.name} is not UTF-8") from None
     modules = node_modules_dir(gene)
+    cache_file = _cache_file(gene, cache_dir, modules)
     start = {
         "type": "start", "code": source, "fileName": gene.code_file.name,
         "geneDir": str(gene.path), "input": input, "agent": agent,
         "gene": {"name": gene.name, "domain": gene.domain, "version": gene.phenotype.version,
                  "v2Id": gene.v2_id},
         "nodeModules": str(modules) if modules else None,
-        "cacheFile": _cache_file(gene, cache_dir, modules),
+        "compiled": _read_cache(cache_file),
     }
-    bridge = _Bridge(node, gene, deadline_s)
+    argv = [node, "--no-warnings", str(RUNNER)]
+    if grant.trusted:
+        channel = Channel(argv, name=gene.name, what="Node.js", deadline_s=deadline_s,
+                          cwd=str(gene.path), max_message=MAX_MESSAGE_BYTES)
+        return _converse(channel, gene, start, memory, log_sink, cache_file)
+    read = [str(Path(os.path.realpath(node)).parent.parent), str(RUNNER.parent),
+            str(gene.path), "/proc/self", "/sys/fs/cgroup", "/etc/ssl"]
+    if modules is not None:
+        read.append(str(modules))
+    with sandbox(gene.name, read, grant) as box:
+        channel = Channel(argv, name=gene.name, what="Node.js", deadline_s=deadline_s,
+                          cwd=str(gene.path), env=box.env, preexec=box.plan.apply,
+                          max_message=MAX_MESSAGE_BYTES)
+        return _converse(channel, gene, start, memory, log_sink, cache_file)
+
+
+def _read_cache(cache_file: str | None) -> str | None:
+    if cache_file is None:
+        return None
     try:
-        bridge.send(start)
+        return Path(cache_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _write_cache(cache_file: str | None, text: object) -> None:
+    """Keep the runner's transpilation (atomically: a rename); a cache that
+    cannot be written only costs a transpilation next time."""
+    if cache_file is None or not isinstance(text, str):
+        return
+    folder = os.path.dirname(cache_file)
+    with contextlib.suppress(OSError):
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, cache_file)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _converse(channel: Channel, gene: Gene, start: dict[str, Any], memory: GeneMemoryAccess,
+              log_sink: LogSink | None, cache_file: str | None) -> Any:
+    transpiled = False
+    try:
+        channel.send(start)
         while True:
-            message = bridge.receive()
+            message = channel.receive()
             kind = message.get("type")
             if kind == "call":
-                bridge.send(_reply(memory, message))
+                channel.send(_reply(memory, message))
             elif kind == "log":
                 if log_sink is not None:
                     log_sink(gene.name, str(message.get("line", "")))
+            elif kind == "transpiled" and not transpiled:
+                transpiled = True  # once a run: it only ever concerns this gene's own source
+                _write_cache(cache_file, message.get("text"))
             elif kind == "result":
                 output = message.get("output")
                 rejected = rejection_of(output)
@@ -249,7 +301,7 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
             else:
                 raise GeneFailed(f"gene '{gene.name}': the Node.js runner sent {kind!r}")
     finally:
-        bridge.close()
+        channel.close()
 
 
 def _error(gene: Gene, message: dict[str, Any]) -> Exception:
@@ -265,144 +317,3 @@ def _error(gene: Gene, message: dict[str, Any]) -> Exception:
     if kind == "load":
         return GeneFailed(f"gene '{gene.name}': {gene.code_file.name} cannot be loaded: {text}")
     return GeneFailed(f"gene '{gene.name}' failed: {text}")
-
-
-class _Bridge:
-    """The child process (leader of its own process group) and the pipes to it.
-
-    Every wait, for writing as for reading, is bounded by the run's deadline,
-    and the child's stderr is drained meanwhile (only its tail is kept), so
-    neither a child that stops reading nor one that floods stderr can stall
-    the host.
-    """
-
-    def __init__(self, node: str, gene: Gene, deadline_s: float) -> None:
-        self.gene = gene
-        self.deadline_s = deadline_s
-        self.deadline = time.monotonic() + deadline_s
-        to_child_r, self._to_child = os.pipe()
-        self._from_child, from_child_w = os.pipe()
-        err_r, err_w = os.pipe()
-        try:
-            # The child inherits the two pipe ends under the same numbers, which
-            # it gets as arguments: it reads replies from the first, writes calls
-            # to the second.
-            self.proc = subprocess.Popen(
-                [node, "--no-warnings", str(RUNNER), str(to_child_r), str(from_child_w)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_w,
-                pass_fds=(to_child_r, from_child_w), cwd=str(gene.path),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            for fd in (to_child_r, from_child_w, err_w, err_r, self._to_child,
-                       self._from_child):
-                os.close(fd)
-            raise GeneUnavailable(f"cannot start Node.js ({node}): {exc}") from None
-        for fd in (to_child_r, from_child_w, err_w):
-            os.close(fd)
-        os.set_blocking(self._to_child, False)
-        os.set_blocking(err_r, False)
-        self._err: int | None = err_r
-        self._err_tail = b""
-        self._buffer = b""
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(err_r, selectors.EVENT_READ)
-
-    def _wait_for(self, fd: int, events: int) -> None:
-        """Block until ``fd`` is ready for ``events``, draining stderr; past the
-        deadline kill the child and fail the run."""
-        self._selector.register(fd, events)
-        try:
-            while True:
-                remaining = self.deadline - time.monotonic()
-                ready = self._selector.select(remaining) if remaining > 0 else []
-                if not ready:
-                    self._kill()
-                    raise GeneFailed(f"gene '{self.gene.name}' timed out after "
-                                     f"{self.deadline_s:g} s (the Node.js process was killed)")
-                if any(key.fd == fd for key, _ in ready):
-                    return
-                self._drain_stderr()
-        finally:
-            self._selector.unregister(fd)
-
-    def _drain_stderr(self) -> None:
-        if self._err is None:
-            return
-        while True:
-            try:
-                chunk = os.read(self._err, 1 << 16)
-            except BlockingIOError:
-                return
-            if not chunk:  # the child (and all it started) closed stderr
-                self._selector.unregister(self._err)
-                os.close(self._err)
-                self._err = None
-                return
-            self._err_tail = (self._err_tail + chunk)[-4096:]
-
-    def send(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, ensure_ascii=False, allow_nan=False) + "\n").encode()
-        view = memoryview(data)
-        while view:
-            self._wait_for(self._to_child, selectors.EVENT_WRITE)
-            try:
-                view = view[os.write(self._to_child, view):]
-            except BlockingIOError:
-                continue
-            except BrokenPipeError:
-                raise self._died() from None
-
-    def receive(self) -> dict[str, Any]:
-        while b"\n" not in self._buffer:
-            self._wait_for(self._from_child, selectors.EVENT_READ)
-            chunk = os.read(self._from_child, 1 << 16)
-            if not chunk:
-                raise self._died()
-            self._buffer += chunk
-            if len(self._buffer) > MAX_MESSAGE_BYTES:
-                self._kill()
-                raise GeneFailed(f"gene '{self.gene.name}' sent a message over "
-                                 f"{MAX_MESSAGE_BYTES >> 20} MiB (the Node.js process was "
-                                 "killed)")
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        try:
-            message = json.loads(line)
-        except ValueError:
-            message = None
-        if not isinstance(message, dict):
-            self._kill()
-            raise GeneFailed(f"gene '{self.gene.name}': the Node.js runner sent a message that "
-                             "is not JSON")
-        return message
-
-    def _kill(self) -> None:
-        """SIGKILL the child's process group: the child and whatever it started.
-
-        The group's id is the child's pid, which POSIX does not hand to another
-        process while the group has members; once it has none, this finds
-        nothing (ESRCH) and does nothing."""
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-
-    def _died(self) -> GeneFailed:
-        try:
-            status = self.proc.wait(timeout=max(0.1, min(5.0, self.deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            self._kill()
-            status = self.proc.wait()
-        self._drain_stderr()
-        tail = self._err_tail[-2000:].decode("utf-8", "replace").strip()
-        how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
-        return GeneFailed(f"gene '{self.gene.name}': the Node.js process {how} before it "
-                          "returned an output" + (f": {tail}" if tail else ""))
-
-    def close(self) -> None:
-        """Kill what is left of the run (the child, anything it started) and reap it."""
-        self._kill()
-        self.proc.wait()
-        self._selector.close()
-        for fd in (self._to_child, self._from_child, self._err):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)

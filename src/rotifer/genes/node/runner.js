@@ -5,6 +5,7 @@
 //   fd IN (argv[2])  Python -> runner: first {"type":"start", ...}, then one reply per call:
 //         {"ok": result} or {"error": {"code", "message"}}
 //   fd OUT (argv[3]) runner -> Python: {"type":"call", "op", ...}, {"type":"log", "line"},
+//         {"type":"transpiled", "text"} (the host caches it; start.compiled brings it back),
 //         and last {"type":"result", "output"} or {"type":"error", ...}
 // Byte values cross the bridge as {"$bytes": "<base64>"}; entries as the seed's
 // JSON (value in base64), turned into Uint8Array here.
@@ -148,13 +149,8 @@ function usesModuleSyntax(err) {
 }
 
 function transpile(start) {
-  if (start.cacheFile) {
-    try {
-      return fs.readFileSync(start.cacheFile, "utf8");
-    } catch (err) {
-      // not cached yet
-    }
-  }
+  // The host read its cache for us (a contained runner writes no file).
+  if (typeof start.compiled === "string") return start.compiled;
   const ts = loadTypeScript(start.nodeModules);
   if (ts === null) {
     const why = start.fileName.endsWith(".ts") ? "" :
@@ -181,16 +177,7 @@ function transpile(start) {
     const text = errors.map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n")).join("; ");
     throw new SyntaxError(`${start.fileName}: ${text}`);
   }
-  if (start.cacheFile) {
-    try {
-      fs.mkdirSync(path.dirname(start.cacheFile), { recursive: true });
-      const tmp = `${start.cacheFile}.${process.pid}.tmp`;
-      fs.writeFileSync(tmp, out.outputText);
-      fs.renameSync(tmp, start.cacheFile);
-    } catch (err) {
-      // a cache that cannot be written only costs a transpile next time
-    }
-  }
+  send({ type: "transpiled", text: out.outputText }); // the host keeps it
   return out.outputText;
 }
 
@@ -241,9 +228,10 @@ function loadGene(start) {
 
 function describe(err) {
   if (err instanceof Error) {
-    // The first stack frame ("at f (file:line:col)"), not further message lines.
+    // Every line of the message (the host shows them joined and escaped) and
+    // the first stack frame ("at f (file:line:col)").
     const where = (err.stack || "").split("\n").slice(1).find((l) => /^\s*at .*:\d+/.test(l)) || "";
-    const message = String(err.message).split("\n")[0];
+    const message = String(err.message);
     return `${err.name}: ${message}${where ? ` (${where.trim()})` : ""}`;
   }
   return `threw ${safeInspect(err)}`;

@@ -1,0 +1,102 @@
+"""What a deployer allows an agent's genes beyond containment, kept in its spec.
+
+``agent create NAME --genes ... --trust GENE --allow-tcp GENE:PORT --gene-memory MIB``
+becomes, in ``.rotifer/agents/NAME.json``::
+
+    "containment": {"trust": ["legacy"], "allowTcp": {"fetcher": [5432]},
+                    "geneMemoryMiB": 512}
+
+(absent when nothing is granted).  ``trust`` runs a Python or Node gene
+uncontained (every run says so once on stderr); ``allowTcp`` lets a contained
+gene connect to those TCP ports (and create TCP sockets: nothing else);
+``geneMemoryMiB`` is the data-size limit of each contained gene (default
+:data:`~rotifer.genes.contain.sandbox.DEFAULT_MEMORY_MIB`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rotifer.genes.contain.sandbox import DEFAULT_MEMORY_MIB, Grant
+from rotifer.genes.errors import InvalidAgent
+
+
+@dataclass(frozen=True)
+class Containment:
+    trust: tuple[str, ...] = ()
+    allow_tcp: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    gene_memory_mib: int | None = None
+
+    def is_default(self) -> bool:
+        return not self.trust and not self.allow_tcp and self.gene_memory_mib is None
+
+    def grant(self, gene: str) -> Grant:
+        return Grant(trusted=gene in self.trust, tcp_ports=self.allow_tcp.get(gene, ()),
+                     memory_mib=self.gene_memory_mib or DEFAULT_MEMORY_MIB)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"trust": list(self.trust),
+                               "allowTcp": {g: list(p) for g, p in self.allow_tcp.items()}}
+        if self.gene_memory_mib is not None:
+            doc["geneMemoryMiB"] = self.gene_memory_mib
+        return doc
+
+    def summary(self) -> str:
+        """One cell of ``agent list``: ``contained``, or what is granted."""
+        parts = [f"trusted: {','.join(self.trust)}"] if self.trust else []
+        parts += [f"tcp {g}:{','.join(map(str, p))}" for g, p in self.allow_tcp.items()]
+        if self.gene_memory_mib is not None:
+            parts.append(f"memory {self.gene_memory_mib} MiB")
+        return "; ".join(parts) or "contained"
+
+
+def _port(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise InvalidAgent(f"{where}: a TCP port is a number from 1 to 65535, got {value!r}")
+    return value
+
+
+def parse(doc: object, genes: Iterable[str], where: str) -> Containment:
+    """A spec's ``containment`` (or create's options as the same JSON); every
+    gene named must be one of the agent's."""
+    if doc is None:
+        return Containment()
+    if not isinstance(doc, dict) or set(doc) - {"trust", "allowTcp", "geneMemoryMiB"}:
+        raise InvalidAgent(f"{where}: containment must be an object with trust, allowTcp "
+                           "and geneMemoryMiB")
+    known = set(genes)
+    trust = doc.get("trust", [])
+    if not isinstance(trust, list) or not all(isinstance(g, str) for g in trust):
+        raise InvalidAgent(f"{where}: trust must be a list of gene names")
+    tcp = doc.get("allowTcp", {})
+    if not isinstance(tcp, dict) or not all(isinstance(p, list) for p in tcp.values()):
+        raise InvalidAgent(f"{where}: allowTcp must map gene names to lists of ports")
+    for gene in [*trust, *tcp]:
+        if gene not in known:
+            raise InvalidAgent(f"{where}: '{gene}' is not one of the agent's genes "
+                               f"({', '.join(sorted(known))})")
+    mib = doc.get("geneMemoryMiB")
+    if mib is not None and (isinstance(mib, bool) or not isinstance(mib, int) or mib < 16):
+        raise InvalidAgent(f"{where}: geneMemoryMiB must be a whole number of MiB, at least "
+                           f"16, got {mib!r}")
+    return Containment(
+        trust=tuple(dict.fromkeys(trust)),
+        allow_tcp={g: tuple(sorted({_port(p, where) for p in ports})) for g, ports in tcp.items()},
+        gene_memory_mib=mib)
+
+
+def from_options(trust: Iterable[str], allow_tcp: Iterable[str], gene_memory: int | None,
+                 genes: Iterable[str]) -> Containment:
+    """``--trust GENE``, ``--allow-tcp GENE:PORT`` (repeated), ``--gene-memory MIB``."""
+    tcp: dict[str, list[int]] = {}
+    for item in allow_tcp:
+        gene, _, port = item.rpartition(":")
+        if not gene or not port.isdigit():
+            raise InvalidAgent(f"--allow-tcp {item!r}: give GENE:PORT, e.g. fetcher:443")
+        tcp.setdefault(gene, []).append(int(port))
+    doc: dict[str, Any] = {"trust": list(trust), "allowTcp": tcp}
+    if gene_memory is not None:
+        doc["geneMemoryMiB"] = gene_memory
+    return parse(doc, genes, "agent create")

@@ -1,0 +1,12 @@
+"""Containing Python and Node genes: each runs in a child process confined by
+the kernel (Landlock, seccomp, rlimits) before any of its code runs, and
+reaches the agent's memory only through the pipes its parent opened for it.
+
+- :mod:`rotifer.genes.contain.kernel`      -- Landlock, seccomp, rlimits through ctypes
+- :mod:`rotifer.genes.contain.sandbox`     -- what a child may touch; fail closed; :class:`Grant`
+- :mod:`rotifer.genes.contain.channel`     -- the parent's end of the pipes, the deadline
+- :mod:`rotifer.genes.contain.python_host` -- a contained Python gene, parent side
+- :mod:`rotifer.genes.contain.pychild`     -- ... and child side
+
+See docs/reliability.md ("Containing genes") for the threat model.
+"""

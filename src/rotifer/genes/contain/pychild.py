@@ -1,0 +1,132 @@
+"""The child side of a contained Python gene: a fresh interpreter, already
+confined (Landlock, seccomp, rlimits: applied between fork and exec), that
+reads one start message, runs ``express(input, ctx)`` exactly as an
+in-process run would (:func:`rotifer.genes.python.run_in_process`), and
+serves ``ctx.memory``'s four synchronous calls by asking the parent.
+
+Protocol (one JSON object a line; descriptors given as the last two arguments):
+parent -> child ``{"type": "start", ...}``, then one ``{"ok": ...}`` or
+``{"error": {"code", "message"}}`` per call; child -> parent ``{"type":
+"ready"}``, ``{"type": "call", "op", "args"}``, ``{"type": "log", "line"}``, and
+last ``{"type": "result", "output"}`` or ``{"type": "error", "kind", ...}``.
+Arguments cross as JSON, bytes as ``{"$bytes": base64}``, anything else as
+``{"$type": name}`` so the store refuses it with the same message as in process.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene
+from rotifer.genes.python import GeneInfo, run_in_process
+from rotifer.memory import UNSET, AgentMemoryError, MemoryEntry
+
+
+def _arg(value: Any) -> Any:
+    """A call argument as JSON the parent decodes back (see the module docstring)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, enum.Enum):
+        return _arg(value.value)
+    if isinstance(value, list | tuple):
+        return [_arg(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _arg(v) for k, v in value.items()}
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):
+        return _arg(to_json())
+    return {"$type": type(value).__name__}
+
+
+class _Pipe:
+    def __init__(self, in_fd: int, out_fd: int) -> None:
+        self.reader = open(in_fd, "rb", buffering=1 << 16)  # noqa: SIM115 - lives with the child
+        self.out_fd = out_fd
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = memoryview((json.dumps(message, allow_nan=False) + "\n").encode())
+        while data:
+            data = data[os.write(self.out_fd, data):]
+
+    def receive(self) -> Any:
+        line = self.reader.readline()
+        if not line:
+            raise SystemExit(0)  # the parent is gone: nothing left to do
+        return json.loads(line)
+
+
+class BridgeMemory:
+    """``ctx.memory`` in the child: each call is one round trip to the parent,
+    which checks every rule and answers as the gene it started on this pipe."""
+
+    def __init__(self, pipe: _Pipe) -> None:
+        self._pipe = pipe
+
+    def _call(self, op: str, args: dict[str, Any]) -> Any:
+        self._pipe.send({"type": "call", "op": op, "args": args})
+        reply = self._pipe.receive()
+        if "error" in reply:
+            raise AgentMemoryError(reply["error"]["code"], reply["error"]["message"])
+        return reply["ok"]
+
+    def read_memory(self, key: str, category: Any = None) -> MemoryEntry | None:
+        doc = self._call("read", {"key": _arg(key), "category": _arg(category)})
+        return None if doc is None else MemoryEntry.from_json(doc)
+
+    def write_memory(self, key: str, value: bytes, category: Any,
+                     access_policy: Any = None, retention_policy: Any = UNSET) -> MemoryEntry:
+        args = {"key": _arg(key), "value": _arg(value), "category": _arg(category),
+                "accessPolicy": _arg(access_policy)}
+        if retention_policy is not UNSET:
+            args["retentionPolicy"] = _arg(retention_policy)
+        return MemoryEntry.from_json(self._call("write", args))
+
+    def query_memory(self, filter: Any = None) -> list[MemoryEntry]:
+        return [MemoryEntry.from_json(d) for d in self._call("query", {"filter": _arg(filter)})]
+
+    def delete_memory(self, key: str) -> None:
+        self._call("delete", {"key": _arg(key)})
+
+
+class _Source:
+    def __init__(self, name: str, code: bytes, code_file: Path) -> None:
+        self.name, self.code, self.code_file = name, code, code_file
+
+
+def main() -> None:
+    pipe = _Pipe(int(sys.argv[-2]), int(sys.argv[-1]))
+    pipe.send({"type": "ready"})
+    start = pipe.receive()
+    gene = start["gene"]
+    source = _Source(gene["name"], start["code"].encode(),
+                     Path(start["codeFile"]))
+    info = GeneInfo(gene["name"], gene["domain"], gene["version"], gene["v2Id"])
+
+    def log(name: str, line: str) -> None:
+        pipe.send({"type": "log", "line": line})
+
+    try:
+        output = run_in_process(source, info, start["input"], BridgeMemory(pipe),
+                                deadline_s=0, agent=start["agent"], log_sink=log)
+    except AgentMemoryError as exc:
+        pipe.send({"type": "error", "kind": "memory", "code": exc.code.value,
+                   "message": exc.message})
+    except GeneRejected as exc:
+        pipe.send({"type": "error", "kind": "rejected", "code": exc.code,
+                   "message": exc.message})
+    except InvalidGene as exc:
+        pipe.send({"type": "error", "kind": "invalid", "message": exc.message})
+    except GeneFailed as exc:
+        pipe.send({"type": "error", "kind": "failed", "message": exc.message})
+    except KeyboardInterrupt:
+        pipe.send({"type": "error", "kind": "interrupted"})
+    else:
+        pipe.send({"type": "result", "output": output})

@@ -1,0 +1,153 @@
+"""The parent side of a contained Python gene: start the confined child
+(:mod:`rotifer.genes.contain.pychild`), serve its memory calls as the gene it
+was started for, pass its log and output on, enforce the deadline.
+
+Why a fresh interpreter rather than a fork of this one: a fork would carry a
+copy of this process's memory -- the store's page cache, values other genes
+read, the environment's database URL -- into the gene's reach.  A fresh
+``exec`` starts with nothing but what the start message gives it.  It costs
+an interpreter start (measured in bench/, see docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+import sysconfig
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
+from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess
+
+from .channel import Channel
+from .sandbox import Grant, python_read_paths, sandbox
+
+if TYPE_CHECKING:
+    from rotifer.genes.gene import Gene
+    from rotifer.genes.python import LogSink
+
+#: Startup of the child (interpreter, imports, confinement) is not the gene's
+#: time: its deadline starts when the child says it is ready, within this.
+STARTUP_ALLOWANCE_S = 60.0
+
+
+def _decode(doc: Any) -> Any:
+    """Inverse of the child's ``_arg``: ``$bytes`` back to bytes, ``$type`` to a
+    stand-in of that type's name (so the store names it in its refusal)."""
+    if isinstance(doc, dict):
+        if set(doc) == {"$bytes"} and isinstance(doc["$bytes"], str):
+            return base64.b64decode(doc["$bytes"])
+        if set(doc) == {"$type"} and isinstance(doc["$type"], str):
+            return type(doc["$type"], (), {})()
+        return {k: _decode(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_decode(v) for v in doc]
+    return doc
+
+
+def serve(memory: GeneMemoryAccess, op: object, args: object) -> Any:
+    """Carry out one memory call; its JSON result."""
+    if not isinstance(args, dict):
+        raise TypeError("a memory call's arguments must be an object")
+    a = {k: _decode(v) for k, v in args.items()}
+    if op == "read":
+        entry = memory.read_memory(a.get("key"), a.get("category"))  # type: ignore[arg-type]
+        return None if entry is None else entry.to_json()
+    if op == "write":
+        return memory.write_memory(a.get("key"), a.get("value"), a.get("category"),  # type: ignore[arg-type]
+                                   a.get("accessPolicy"),
+                                   a.get("retentionPolicy", UNSET)).to_json()
+    if op == "query":
+        return [e.to_json() for e in memory.query_memory(a.get("filter"))]
+    if op == "delete":
+        memory.delete_memory(a.get("key"))  # type: ignore[arg-type]
+        return None
+    raise TypeError(f"unknown memory call {op!r}")
+
+
+def _reply(memory: GeneMemoryAccess, message: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {"ok": serve(memory, message.get("op"), message.get("args"))}
+    except AgentMemoryError as exc:
+        return {"error": exc.to_json()}
+    except (TypeError, ValueError, AttributeError) as exc:  # arguments of the wrong shape
+        return {"error": {"code": "MEMORY_INVALID_INPUT", "message": str(exc)}}
+
+
+def _boot() -> str:
+    paths = [str(Path(__file__).resolve().parents[3])]  # where rotifer is imported from
+    found = sysconfig.get_paths()
+    paths += [found["purelib"], found["platlib"]]
+    return (f"import sys; sys.path[:0] = {paths!r}; "
+            "from rotifer.genes.contain.pychild import main; main()")
+
+
+def _error(gene: Gene, message: dict[str, Any]) -> BaseException:
+    kind, text = message.get("kind"), str(message.get("message", ""))
+    if kind == "memory":
+        try:
+            return MemoryError(str(message.get("code")), text)
+        except ValueError:
+            return GeneFailed(f"gene '{gene.name}' raised MemoryError with an unknown code")
+    if kind == "rejected":
+        return GeneRejected(str(message.get("code") or ""), text)
+    if kind == "invalid":
+        return InvalidGene(text)
+    if kind == "interrupted":
+        return KeyboardInterrupt()
+    return GeneFailed(text)
+
+
+def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
+                  agent: str | None, log_sink: LogSink | None, grant: Grant) -> Any:
+    """Run a Python gene in a confined child; the same results and errors as
+    :func:`rotifer.genes.python.run_python_gene`."""
+    sink = log_sink or _stderr_sink
+    try:
+        code = gene.code.decode("utf-8")
+    except UnicodeDecodeError:
+        raise GeneFailed(f"gene '{gene.name}': {gene.code_file.name} is not UTF-8") from None
+    read = [*python_read_paths(), str(gene.path)]
+    with sandbox(gene.name, read, grant) as box:
+        channel = Channel(
+            [sys.executable, "-S", "-E", "-B", "-c", _boot()], name=gene.name, what="Python",
+            deadline_s=STARTUP_ALLOWANCE_S + deadline_s, cwd=str(gene.path), env=box.env,
+            preexec=box.plan.apply, on_output=lambda line: sink(gene.name, line),
+            timeout_message=f"gene '{gene.name}' ran past its deadline of {deadline_s:g} s")
+        try:
+            return _converse(channel, gene, code, input, memory, deadline_s, agent, sink)
+        finally:
+            channel.close()
+
+
+def _converse(channel: Channel, gene: Gene, code: str, input: Any, memory: GeneMemoryAccess,
+              deadline_s: float, agent: str | None, sink: LogSink) -> Any:
+    if channel.receive().get("type") != "ready":
+        raise GeneFailed(f"gene '{gene.name}': the Python process did not start")
+    channel.restart_deadline(deadline_s)
+    channel.send({"type": "start", "code": code,
+                  "codeFile": str(gene.code_file), "input": input, "agent": agent,
+                  "gene": {"name": gene.name, "domain": gene.domain,
+                           "version": gene.phenotype.version, "v2Id": gene.v2_id}})
+    while True:
+        message = channel.receive()
+        kind = message.get("type")
+        if kind == "call":
+            channel.send(_reply(memory, message))
+        elif kind == "log":
+            sink(gene.name, str(message.get("line", "")))
+        elif kind == "result":
+            output = message.get("output")
+            rejected = rejection_of(output)
+            if rejected is not None:
+                raise rejected
+            return output
+        elif kind == "error":
+            raise _error(gene, message)
+        else:
+            raise GeneFailed(f"gene '{gene.name}': the Python process sent {kind!r}")
+
+
+def _stderr_sink(name: str, line: str) -> None:
+    print(f"[{name}] {line}", file=sys.stderr)

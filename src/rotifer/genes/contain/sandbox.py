@@ -1,0 +1,137 @@
+"""What a contained gene's child may touch, and whether this machine can enforce it.
+
+A contained child (Python or Node) gets, before any code of its own runs:
+
+- Landlock: read (and execute) only the runtime's files -- the system's
+  ``/usr``, ``/lib``, ``/lib64``, ``/etc/ld.so.cache``, the interpreter's
+  prefix and installed packages (Python), node's own folder and the pinned
+  ``node_modules`` (Node), the rotifer package -- and the gene's own folder;
+  write nowhere but a private temporary folder (``$TMPDIR``, removed after the
+  run) and ``/dev/null``; no TCP bind or connect except the ports granted at
+  ``agent create --allow-tcp``; no signal to and no abstract UNIX socket of a
+  process outside its own Landlock domain.
+- seccomp: no new socket of any family (except TCP when ports are granted),
+  no new process (threads only), no ptrace, process_vm_*, bpf, io_uring,
+  mount, unshare, setns, keyctl (see :mod:`rotifer.genes.contain.kernel`).
+- ``no_new_privs``; rlimits: data size (:data:`DEFAULT_MEMORY_MIB`, or the
+  agent's ``--gene-memory``), 256 open files, 64 MiB per file written, no core dumps.
+- an environment of its own: ``PATH``, ``LANG``, ``HOME`` and ``TMPDIR`` (both
+  the temporary folder): no ``ROTIFER_MEMORY_URL``, no credentials.
+- no descriptor but its pipes: it is a fresh ``exec``, started with every
+  other descriptor closed.
+- its own process group, killed at the end of the run.
+
+Where the kernel cannot (no Landlock ABI :data:`~rotifer.genes.contain.kernel.NEEDED_ABI`,
+no seccomp table for the machine), a Python or Node gene is refused
+(GENE_UNAVAILABLE) unless the deployer trusts it (``--trust``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rotifer.genes.errors import GeneUnavailable
+
+from . import kernel
+
+#: The default data-size limit of a contained gene (MiB); ``agent create --gene-memory``.
+DEFAULT_MEMORY_MIB = 1024
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What the deployer allows one gene: ``trusted`` runs it uncontained (in
+    this process for Python, a plain child for Node); ``tcp_ports`` it may
+    connect to; ``memory_mib`` its data-size limit."""
+
+    trusted: bool = False
+    tcp_ports: tuple[int, ...] = field(default_factory=tuple)
+    memory_mib: int = DEFAULT_MEMORY_MIB
+
+
+CONTAINED = Grant()
+
+
+def missing() -> list[str]:
+    """What this machine lacks to contain a gene (empty: it can)."""
+    problems: list[str] = []
+    abi = kernel.landlock_abi()
+    if abi == 0:
+        problems.append("the kernel offers no Landlock (Linux 5.13+ with landlock in the "
+                        "lsm= list)")
+    elif abi < kernel.NEEDED_ABI:
+        problems.append(f"the kernel's Landlock ABI is {abi}; {kernel.NEEDED_ABI} is needed "
+                        "(TCP rules need 4, signal and abstract-socket scoping 6)")
+    if kernel.seccomp_arch() is None:
+        problems.append(f"rotifer has no seccomp filter for this machine ({os.uname().machine})")
+    return problems
+
+
+def require_containment(name: str) -> None:
+    """GENE_UNAVAILABLE when a gene cannot be contained here, saying what is missing
+    and how to opt out."""
+    problems = missing()
+    if problems:
+        raise GeneUnavailable(
+            f"gene '{name}' cannot be contained on this machine: {'; '.join(problems)} "
+            f"(see `rotifer doctor`); to run it uncontained, trust it: "
+            f"`rotifer agent create ... --trust {name}`, or `--trust` on `rotifer run` and "
+            "`rotifer test`")
+
+
+def python_read_paths() -> list[str]:
+    """The interpreter's files: its prefixes, standard library and installed
+    packages, and the rotifer package itself (an editable install's source)."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             str(Path(sys.executable).resolve().parent)}
+    for scheme_vars in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        found = sysconfig.get_paths(vars=scheme_vars or None)
+        paths.update(found[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))
+    paths.add(str(Path(__file__).resolve().parents[3]))  # where rotifer is imported from
+    return sorted(paths)
+
+
+def child_env(temp: str) -> dict[str, str]:
+    """The whole environment of a contained child."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": temp, "TMPDIR": temp}
+    for name in ("LANG", "LC_ALL", "LC_CTYPE", "TZ"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+@dataclass
+class Sandbox:
+    """One contained run: its private temporary folder and its prepared plan."""
+
+    temp: str
+    plan: kernel.Plan
+    env: dict[str, str]
+
+
+@contextmanager
+def sandbox(name: str, read: list[str], grant: Grant) -> Iterator[Sandbox]:
+    """A private temporary folder and the plan confining a child to ``read`` and
+    that folder; the folder is removed afterwards, whatever the gene left in it."""
+    require_containment(name)
+    temp = tempfile.mkdtemp(prefix="rotifer-gene-")
+    try:
+        plan = kernel.Plan(read=[*SYSTEM_READ, *read], write=[temp],
+                           tcp_ports=list(grant.tcp_ports),
+                           memory_bytes=grant.memory_mib << 20)
+        try:
+            plan.prepare()
+        except OSError as exc:
+            raise GeneUnavailable(f"gene '{name}' cannot be contained: {exc}") from None
+        yield Sandbox(temp, plan, child_env(temp))
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
