@@ -324,9 +324,11 @@ def missing_rollbacks(result: Replay, agent: str, now_us: int) -> list[dict[str,
 
 def history(lines: list[Logged], agent: str, *, key: str | None = None,
             actor: str | None = None, since_us: int | None = None,
-            next_seq: int | None = None, exists: bool = True) -> list[dict[str, Any]]:
+            next_seq: int | None = None, exists: bool = True,
+            rolled_back: bool = False) -> list[dict[str, Any]]:
     """The agent's committed lines (and refusals made outside any change),
-    oldest first; never a value (no line holds one)."""
+    oldest first; never a value (no line holds one).  ``rolled_back`` keeps the
+    lines that say a change did not commit (the change's own lines stay out)."""
     try:
         result = replay(lines, agent, next_seq, exists)
         phantom = {id(x) for g in result.phantoms for x in g.lines}
@@ -336,7 +338,7 @@ def history(lines: list[Logged], agent: str, *, key: str | None = None,
     for logged in lines:
         line = logged.line
         if line.get("agent") != agent or id(logged) in phantom or \
-                line.get("action") == "rolled_back":
+                (line.get("action") == "rolled_back" and not rolled_back):
             continue
         if key is not None and line.get("key") != key:
             continue
@@ -392,8 +394,10 @@ def _local_phantoms(path: Path, agent: str, kept: list[dict[str, Any]], now_us: 
 
 def agent_history(store: MemoryStore, agent: str, *, key: str | None = None,
                   actor: str | None = None, since_us: int | None = None,
-                  limit: int | None = None) -> list[dict[str, Any]]:
-    """``agent``'s history, newest first (``rotifer agent audit show``)."""
+                  limit: int | None = None, rolled_back: bool = False
+                  ) -> list[dict[str, Any]]:
+    """``agent``'s history, newest first (``rotifer agent audit show``; the
+    console passes ``rolled_back=True`` to mark the changes that did not commit)."""
     stored: list[dict[str, Any]] | None
     with store.backend.read() as tx:
         stored = tx.audit_lines(agent)
@@ -414,6 +418,6 @@ def agent_history(store: MemoryStore, agent: str, *, key: str | None = None,
                         lines.append(Logged(line, f"{file.name} line {number}"))
     found = history(lines, agent, key=key, actor=actor, since_us=since_us,
                     next_seq=None if record is None else record.next_seq,
-                    exists=record is not None)
+                    exists=record is not None, rolled_back=rolled_back)
     found.reverse()
     return found if limit is None else found[:limit]

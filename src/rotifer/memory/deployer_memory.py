@@ -7,13 +7,14 @@ changes are audited with actor ``deployer``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .audit import DEPLOYER, AuditLog
 from .backend import AgentRecord, Row, Transaction
 from .changes import Change, to_entry
 from .clock import format_time
-from .errors import ErrorCode, MemoryError, denied
+from .errors import ErrorCode, MemoryError, denied, invalid
 from .filters import MemoryFilter
 from .model import (
     UNSET,
@@ -63,6 +64,29 @@ class DeployerMemory:
 
         def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
             rows = list(tx.iter_newest(self.agent_id, category=wanted))
+            return _deployer_delete(tx, record, change, rows)
+
+        return self.store.change(self.agent_id, DEPLOYER, body)
+
+    def delete_keys(self, keys: Sequence[str]) -> int:
+        """Remove a selection of entries in one change, audited like :meth:`delete_key`
+        (one ``deployer_delete`` line each).  All or nothing: a key with no entry
+        (deleted or expired since it was selected) is MEMORY_NOT_FOUND naming it,
+        and nothing is removed."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            raise invalid("no keys selected")
+        for key in wanted:
+            check_key(key)
+
+        def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
+            rows = []
+            for key in wanted:
+                row = tx.get(self.agent_id, key)
+                if row is None:
+                    change.error = MemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
+                    return 0
+                rows.append(row)
             return _deployer_delete(tx, record, change, rows)
 
         return self.store.change(self.agent_id, DEPLOYER, body)
