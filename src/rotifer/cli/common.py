@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rotifer.escaping import shown as shown  # the one escaping, re-exported for the commands
+from rotifer.text import human_size as human_size  # re-exported for the commands
+from rotifer.text import shown as shown
 
 if TYPE_CHECKING:
     from rotifer.agents.project import Project
@@ -152,17 +153,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
         return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
     return [line(headers), *(line(r) for r in rows)]
-
-
-def human_size(n: int) -> str:
-    """Bytes as the quota option spells them (1 KB = 1024 B)."""
-    if n < 1024:
-        return f"{n} B"
-    for unit, factor in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
-        if n >= factor:
-            value = n / factor
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    raise AssertionError  # pragma: no cover
 
 
 def plural(count: int, singular: str, plural_form: str | None = None) -> str:

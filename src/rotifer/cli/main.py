@@ -123,8 +123,10 @@ def test_command(ctx: click.Context, gene: str) -> None:
 
 def _register_subcommands() -> None:
     from .agent import agent_group
+    from .console import console_command
 
     cli.add_command(agent_group)
+    cli.add_command(console_command)
 
 
 _register_subcommands()

@@ -1,12 +1,14 @@
-"""Showing text a gene (or a file) controls, in any human-readable output.
+"""Text for people: :func:`shown` (text a gene or a file controls, escaped) and
+:func:`human_size`.
 
 A leaf below every layer, so the CLI and the console escape keys, log lines and
-messages the same way (the console imports it without importing the CLI).
+messages and spell sizes the same way (the console imports it without
+importing the CLI).
 """
 
 from __future__ import annotations
 
-__all__ = ["shown"]
+__all__ = ["human_size", "shown"]
 
 #: How the characters with a short escape are shown; the others as \xHH, \uHHHH, \UHHHHHHHH.
 _SHORT = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -39,3 +41,14 @@ def shown(text: str) -> str:
     if text.isprintable() and "\\" not in text:
         return text  # the usual case, without a loop in Python
     return "".join(c if c.isprintable() and c != "\\" else _escape(c) for c in text)
+
+
+def human_size(n: int) -> str:
+    """Bytes as the quota option spells them (1 KB = 1024 B)."""
+    if n < 1024:
+        return f"{n} B"
+    for unit, factor in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if n >= factor:
+            value = n / factor
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    raise AssertionError  # pragma: no cover
