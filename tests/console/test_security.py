@@ -179,7 +179,7 @@ def test_no_cross_origin_reads(served: Served) -> None:
     for resp in answers:
         assert not any(h.startswith("access-control-") for h in resp.headers), resp.headers
         assert "frame-ancestors 'none'" in resp.headers["content-security-policy"]
-        assert resp.headers["referrer-policy"] == "no-referrer"
+        assert resp.headers["referrer-policy"] == "same-origin"
 
 
 # -- what pages show ----------------------------------------------------------------
