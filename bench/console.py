@@ -1,7 +1,7 @@
 """The console's pages for a big agent: p50 and p99 per page, SQLite and PostgreSQL.
 
 One agent of N entries written one by one through a gene's ``write_memory``
-(so its audit log holds N lines), served by the real console app in a real
+(so its audit log holds N lines), and one of 10 for comparison, served by the real console app in a real
 uvicorn on loopback (a thread of this process), fetched over HTTP with the
 session cookie.  Pages: the agent's first page (newest first), a later page
 (its cursor), a category filter, the size sort (reads every entry's brief),
@@ -45,13 +45,14 @@ def build(root: Path, n: int, url: str | None) -> Project:
         "inputSchema": {}, "outputSchema": {}}))
     (folder / "gene.py").write_text(GENE)
     gene = wrap_gene(project, "filler")
-    Agents(project).create("big", ["filler"], quota_bytes=1 << 30)
     value = os.urandom(100)
     categories = ("CACHE", "PATTERN", "CONTEXT", "PREFERENCE")
-    with project.open_store("big") as store:
-        memory = store.for_gene("big", gene.v2_id, "bench")
-        for i in range(n):
-            memory.write_memory(f"k/{i:07d}", value, categories[i % 4])
+    for agent, count in (("small", 10), ("big", n)):
+        Agents(project).create(agent, ["filler"], quota_bytes=1 << 30)
+        with project.open_store(agent) as store:
+            memory = store.for_gene(agent, gene.v2_id, "bench")
+            for i in range(count):
+                memory.write_memory(f"k/{i:07d}", value, categories[i % 4])
     return project
 
 
@@ -73,12 +74,15 @@ def pages(served: Served) -> dict[str, str]:
     first = served.get("/agents/big").text
     cursor = re.search(r'cursor=([0-9.]+)', first)
     later = f"/agents/big?cursor={cursor.group(1)}" if cursor else "/agents/big"
-    return {"agent page, first 50 (newest first)": "/agents/big",
+    return {"agent page of a 10-entry agent (for comparison)": "/agents/small",
+            "agent page, first 50 (newest first)": "/agents/big",
             "agent page, next 50 (cursor)": later,
             "agent page, category CACHE": "/agents/big?category=CACHE",
             "agent page, key prefix": "/agents/big?prefix=k/00012",
+            "agent page, key contains (reads every entry)": "/agents/big?q=0999",
             "agent page, sorted by size (reads every entry)": "/agents/big?sort=size",
-            "history page (reads the whole log)": "/agents/big/history",
+            "history page, newest 500 lines (reads the whole log)": "/agents/big/history",
+            "history picture (reads the whole log)": "/agents/big/history/chart",
             "overview": "/"}
 
 

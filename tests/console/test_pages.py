@@ -67,6 +67,12 @@ def test_history_highlights_and_filters(served: Served) -> None:
     assert "pref/theme" not in served.get("/agents/ag/history?key=cache/1").text
     assert "No audit lines match" in served.get(
         "/agents/ag/history?since=2999-01-01T00:00").text
+    by_name = served.get("/agents/ag/history?actor=keeper").text
+    assert "7 lines" in by_name and "0 lines" in served.get(
+        "/agents/ag/history?actor=deployer").text
+    fragment = served.get("/agents/ag/history?skip=5", **{"HX-Request": "true",
+                                                          "HX-Target": "timeline"}).text
+    assert "<html" not in fragment and fragment.count("<li") == 2
     svg = served.get("/agents/ag/history/chart").text
     assert "<svg" in svg and "area cache" in svg and "quota 4 KB" in svg
 

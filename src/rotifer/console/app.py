@@ -159,8 +159,7 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
 
         view = data.run(name, read)
         view.used, view.quota, view.usage = data.usage(name)
-        fragment = "entries.html" if request.headers.get("hx-request") and \
-            request.headers.get("hx-target") == "entries" else "agent.html"
+        fragment = "entries.html" if _swaps(request, "entries") else "agent.html"
         return page(request, fragment, view=view, listing=listing, names=data.gene_names(),
                     message=request.query_params.get("done"))
 
@@ -168,16 +167,28 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
     def history(request: Request) -> Response:
         name = request.path_params["name"]
         q = request.query_params
+        names = data.gene_names()
         key, actor = q.get("key") or None, q.get("actor") or None
+        if actor is not None and not actor.startswith("v2:"):  # a gene's name -> its ids
+            ids = [gid for gid, gene in names.items() if gene == actor]
+            actor = ids[0] if len(ids) == 1 else actor
         since, until = _time(q.get("since"), "since"), _time(q.get("until"), "until")
+        skip = int(q["skip"]) if q.get("skip", "").isdigit() else 0
+        # Without an until bound only the lines shown (and one more) are asked for.
+        most = None if until is not None else skip + HISTORY_ROWS + 1
         lines = data.run(name, lambda store: agent_history(
-            store, name, key=key, actor=actor, since_us=since, rolled_back=True))
+            store, name, key=key, actor=actor, since_us=since, limit=most, rolled_back=True))
         if until is not None:
             lines = [ln for ln in lines if _ts(ln) < until]
-        fragment = "timeline.html" if request.headers.get("hx-target") == "timeline" \
-            else "history.html"
-        return page(request, fragment, name=name, lines=lines[:HISTORY_ROWS],
-                    matched=len(lines), highlight=HIGHLIGHT, names=data.gene_names(),
+        fragment = "timeline.html" if _swaps(request, "timeline") else "history.html"
+        shown_lines = lines[skip:skip + HISTORY_ROWS]
+        older = {k: v for k, v in q.items() if k != "skip"}
+        if skip + HISTORY_ROWS < len(lines):
+            older["skip"] = str(skip + HISTORY_ROWS)
+        return page(request, fragment, name=name, lines=shown_lines,
+                    matched=len(lines) if most is None or len(lines) < most else None,
+                    skip=skip, older=older if "skip" in older else None,
+                    highlight=HIGHLIGHT, names=names,
                     q={k: q.get(k, "") for k in ("key", "actor", "since", "until")})
 
     @guarded
@@ -266,6 +277,14 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
                     lifespan=lifespan)
     return Guard(app, secrets_, allowed_hosts(host, port), protections)
+
+
+def _swaps(request: Request, target: str) -> bool:
+    """An htmx request that replaces only ``#target`` (not a history restore, which
+    wants the whole page)."""
+    h = request.headers
+    return h.get("hx-request") == "true" and h.get("hx-target") == target and \
+        h.get("hx-history-restore-request") != "true"
 
 
 def _bad_category(text: str) -> Category:

@@ -1,20 +1,23 @@
 """The deployer's paged look at an agent's memory, for a console or a report.
 
 ``DeployerMemory.list`` hands back every entry; a page that shows 50 of an
-agent's 100,000 entries must not read them all.  These functions read only
-through the backend interface (:class:`~rotifer.memory.backend.Transaction`'s
-index walks), never values to a caller: an :class:`EntryInfo` has no value
-field at all, so nothing built on it can show one.
+agent's 100,000 entries must not read them all.  These functions read through
+the backend interface (``Transaction.browse`` and ``category_usage``, one
+statement each, whose SQL is :func:`~rotifer.memory.backend.browse_sql`,
+written once for both backends), and never return a value: values do not
+leave the database, and an :class:`EntryInfo` has no value field at all, so
+nothing built on it can show one.
 
 What each costs, on an agent of N entries:
 
 * :func:`list_page` sorted ``newest`` (the default) or ``oldest``, filtered by
-  category and key prefix: one page of the index walk (keyset paging, the
-  cursor is the last row's ``(updatedAt, seq)``), whatever N is.  The
-  ``creator`` and ``contains`` filters are applied while walking, so a rare
-  match may walk all N; ``size`` order reads all N (no size index) and keeps
-  the page's worth (``heapq``).
-* :func:`usage_by_category`: walks every entry's brief (no values), O(N).
+  category and key prefix: one page of an index (keyset paging, the cursor is
+  the last row's ``(updatedAt, seq)``), whatever N is.  The ``creator`` and
+  ``contains`` filters and the ``size`` order are done by the database over
+  the agent's rows (no index of their own; tens of milliseconds at 100,000:
+  docs/benchmarks.md); ``size`` pages by offset.  ``contains`` ignores the case
+  of ASCII letters only (what SQL ``lower()`` does on both backends).
+* :func:`usage_by_category`: one ``GROUP BY`` over the agent's rows.
 * :func:`next_evictions`: the first few of the cleanup order (CACHE, then
   PATTERN, then CONTEXT, each least recently updated first) -- a few rows.
 * :func:`describe_keys`: one point read per key.
@@ -22,9 +25,8 @@ What each costs, on an agent of N entries:
 
 from __future__ import annotations
 
-import heapq
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -60,8 +62,9 @@ class EntryInfo:
     seq: int
 
     @classmethod
-    def of(cls, row: Row) -> EntryInfo:
-        return cls(row.key, row.category, row.size, row.created_by, row.creator_domain,
+    def of(cls, row: Row, size: int | None = None) -> EntryInfo:
+        return cls(row.key, row.category, row.size if size is None else size, row.created_by,
+                   row.creator_domain,
                    row.last_accessed_by, row.created_us, row.updated_us, row.access,
                    row.retention, row.expires_us, row.seq)
 
@@ -113,35 +116,12 @@ def list_page(store: MemoryStore, agent_id: str, *, category: Category | None = 
     if not 1 <= limit <= MAX_PAGE:
         raise invalid(f"a page holds 1 to {MAX_PAGE} entries, not {limit}")
     after = _parse_cursor(cursor, sort)
-    needle = contains.casefold() if contains else None
-
-    def wanted(key: str, created_by: str) -> bool:
-        return (creator is None or created_by == creator) and \
-            (needle is None or needle in key.casefold())
-
     store.purge_expired(agent_id)
-    with store.backend.read() as tx:
-        if sort == "newest":
-            rows: Iterator[Row] = tx.iter_newest(
-                agent_id, category=category, key_prefix=key_prefix,
-                until_us=None if after is None else after[0] + 1)
-            found = (r for r in rows if (after is None or (r.updated_us, r.seq) < after)
-                     and wanted(r.key, r.created_by))
-            got = [EntryInfo.of(r) for r in itertools.islice(found, limit + 1)]
-        elif sort == "oldest":
-            briefs = (b for b in _oldest(tx, agent_id, category)
-                      if (after is None or (b.updated_us, b.seq) > after)
-                      and (not key_prefix or b.key.startswith(key_prefix))
-                      and wanted(b.key, b.created_by))
-            got = _infos(tx, agent_id, (b.key for b in itertools.islice(briefs, limit + 1)))
-        else:
-            skip = 0 if after is None else after[0]
-            cats = list(Category) if category is None else [category]
-            every = (b for c in cats for b in tx.iter_oldest(agent_id, c)
-                     if (not key_prefix or b.key.startswith(key_prefix))
-                     and wanted(b.key, b.created_by))
-            largest = heapq.nsmallest(skip + limit + 1, every, key=lambda b: (-b.size, b.key))
-            got = _infos(tx, agent_id, (b.key for b in largest[skip:]))
+    with store.backend.peek() as tx:  # one statement: one snapshot
+        found = tx.browse(agent_id, category=category, key_prefix=key_prefix or None,
+                          creator=creator, contains=contains or None, sort=sort, after=after,
+                          limit=limit + 1)
+    got = [EntryInfo.of(row, size) for row, size in found]
     more = len(got) > limit
     page = got[:limit]
     if not more:
@@ -162,13 +142,6 @@ def _parse_cursor(cursor: str | None, sort: Sort) -> tuple[int, ...] | None:
     raise invalid(f"not a page cursor for sort {sort}: {cursor[:40]!r}")
 
 
-def _oldest(tx: Transaction, agent_id: str, category: Category | None) -> Iterator[Brief]:
-    """Every entry least recently updated first: the categories' cleanup walks merged."""
-    cats = list(Category) if category is None else [category]
-    return heapq.merge(*(tx.iter_oldest(agent_id, c) for c in cats),
-                       key=lambda b: (b.updated_us, b.seq))
-
-
 def _infos(tx: Transaction, agent_id: str, keys: Iterable[str]) -> list[EntryInfo]:
     """The entries with these keys that exist (one point read each)."""
     out = []
@@ -180,17 +153,11 @@ def _infos(tx: Transaction, agent_id: str, keys: Iterable[str]) -> list[EntryInf
 
 
 def usage_by_category(store: MemoryStore, agent_id: str) -> dict[Category, CategoryUsage]:
-    """Entries and bytes per category (every category present, zero if empty);
-    one snapshot, so the parts add up to the agent's total."""
-    out = {}
-    with store.backend.read() as tx:
-        for category in Category:
-            count = size = 0
-            for brief in tx.iter_oldest(agent_id, category):
-                count += 1
-                size += brief.size
-            out[category] = CategoryUsage(count, size)
-    return out
+    """Entries and bytes per category (every category present, zero if empty), in
+    one statement, so the parts add up to the agent's total."""
+    with store.backend.peek() as tx:
+        found = tx.category_usage(agent_id)
+    return {c: CategoryUsage(*found.get(c, (0, 0))) for c in Category}
 
 
 def next_evictions(store: MemoryStore, agent_id: str, limit: int = 10) -> list[Brief]:

@@ -40,6 +40,8 @@ from ..backend import (
     AgentRecord,
     Brief,
     Row,
+    browse_sql,
+    category_usage_sql,
     expired_sql,
     lookup_sql,
     newest_after,
@@ -61,6 +63,7 @@ Statement = tuple[str, Params]
 EXPIRED_SQL, EXPIRED_AFTER = expired_sql("%s")
 OLDEST_SQL, OLDEST_AFTER = oldest_sql("%s")
 NEWEST_AFTER: Final = newest_after("%s")
+CATEGORY_USAGE_SQL: Final = category_usage_sql("%s")
 #: Deferred statements kept at most; more are sent (one round trip) first.
 MAX_QUEUED: Final = 32
 
@@ -332,6 +335,14 @@ class PostgresTransaction:
     def count(self, agent_id: str) -> int:
         r = self._one("SELECT count(*) FROM memory_entries WHERE agent_id = %s", (agent_id,))
         return int(r[0]) if r else 0
+
+    def browse(self, agent_id: str, **page: Any) -> list[tuple[Row, int]]:
+        sql, params = browse_sql("%s", "strpos(lower(key), %s) > 0", agent_id, **page)
+        return [(make_row(r[:-1]), int(r[-1])) for r in self._all(sql, params)]
+
+    def category_usage(self, agent_id: str) -> dict[Category, tuple[int, int]]:
+        return {Category(r[0]): (int(r[1]), int(r[2]))
+                for r in self._all(CATEGORY_USAGE_SQL, (agent_id,))}
 
     def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
         """One statement for all of a change's lines; ids (commit order per agent,

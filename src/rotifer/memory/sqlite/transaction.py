@@ -14,6 +14,8 @@ from ..backend import (
     AgentRecord,
     Brief,
     Row,
+    browse_sql,
+    category_usage_sql,
     expired_sql,
     lookup_sql,
     newest_after,
@@ -31,6 +33,7 @@ LOOKUP_SQL = lookup_sql("?")
 EXPIRED_SQL, EXPIRED_AFTER = expired_sql("?")
 OLDEST_SQL, OLDEST_AFTER = oldest_sql("?")
 NEWEST_AFTER = newest_after("?")
+CATEGORY_USAGE_SQL = category_usage_sql("?")
 DELETE_CHUNK = 500
 
 
@@ -146,6 +149,14 @@ class SqliteTransaction:
     def count(self, agent_id: str) -> int:
         r = self._one("SELECT count(*) FROM memory_entries WHERE agent_id = ?", (agent_id,))
         return int(r[0]) if r else 0
+
+    def browse(self, agent_id: str, **page: Any) -> list[tuple[Row, int]]:
+        sql, params = browse_sql("?", "instr(lower(key), ?) > 0", agent_id, **page)
+        return [(make_row(r[:-1]), r[-1]) for r in self.conn.execute(sql, params)]
+
+    def category_usage(self, agent_id: str) -> dict[Category, tuple[int, int]]:
+        return {Category(r[0]): (int(r[1]), int(r[2]))
+                for r in self.conn.execute(CATEGORY_USAGE_SQL, (agent_id,))}
 
     def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
         """SQLite keeps no copy: the one ``audit.jsonl`` beside it is the record."""
