@@ -116,9 +116,9 @@ class Response:
 
 
 def request(port: int, method: str, path: str, headers: dict[str, Any],
-            body: str | None = None) -> Response:
-    """One real HTTP request to 127.0.0.1:port with exactly these headers."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            body: str | None = None, addr: str = "127.0.0.1") -> Response:
+    """One real HTTP request to addr:port (loopback) with exactly these headers."""
+    conn = http.client.HTTPConnection(addr, port, timeout=120)
     try:
         conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for name, value in headers.items():

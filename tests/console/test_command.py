@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.cli.helpers import clean_env, refused, rotifer_command
 from tests.console.helpers import SECRET_VALUE, make_project, request
@@ -32,6 +35,8 @@ def test_serves_loopback_with_a_token_and_logs_no_secret(tmp_path: Path) -> None
         page = request(port, "GET", "/agents/ag", {**host, "Cookie": cookie})
         assert page.status == 200 and "cache/0" in page.text
         assert request(port, "GET", "/", host).status == 401
+        with pytest.raises(ConnectionRefusedError):  # bound to 127.0.0.1 alone
+            socket.create_connection(("127.0.0.2", port), timeout=30).close()
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -56,7 +61,16 @@ def test_allow_remote_warns(tmp_path: Path) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        assert "token=" in proc.stdout.readline() + proc.stdout.readline()
+        found = URL.search(proc.stdout.readline() + proc.stdout.readline())
+        assert found, "no address printed"
+        port = int(found.group(1))
+        # Without the loopback default the console answers on any address of the machine
+        # (127.0.0.2 stands for one here: the test sends nothing beyond loopback) --
+        # and the Host check still refuses a name it was not started for.
+        with socket.create_connection(("127.0.0.2", port), timeout=30):
+            pass
+        assert request(port, "GET", "/", {"Host": f"127.0.0.2:{port}"}, addr="127.0.0.2"
+                       ).status == 400
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

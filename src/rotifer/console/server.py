@@ -71,7 +71,9 @@ def serve(project: Project, host: str, port: int, *, allow_remote: bool,
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                             server_header=False)
     server = uvicorn.Server(config)
-    shown_host = "localhost" if host == "localhost" else f"[{host}]" if ":" in host else host
+    # A wildcard address answers only loopback Host names (security.allowed_hosts).
+    shown_host = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(
+        host, f"[{host}]" if ":" in host else host)
     say(f"rotifer console for {project.root}\n"
         f"Open http://{shown_host}:{port}/?token={secrets_.token}\n"
         "(the token works once per browser; Ctrl-C stops the console)")
