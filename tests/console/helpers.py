@@ -9,6 +9,7 @@ port; :func:`request` sends raw HTTP with whatever headers an attacker would.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import threading
@@ -24,6 +25,7 @@ from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.console.app import create_app
 from rotifer.console.security import Protections, Secrets
+from rotifer.memory.clock import SystemClock
 from tests.genes.helpers import write_gene
 
 GENE_CODE = "def express(input, ctx):\n    return input\n"
@@ -52,7 +54,33 @@ def make_project(root: Path, memory_url: str | None = None) -> Project:
             memory.write_memory(f"cache/{i}", SECRET_VALUE, "CACHE")
         memory.write_memory("ctx/now", SECRET_VALUE, "CONTEXT")
         memory.write_memory(HOSTILE_KEY, SECRET_VALUE, "PATTERN")
+    fill_history(project, gene.v2_id or "")
     return project
+
+
+def fill_history(project: Project, gene_id: str) -> None:
+    """Agent ``busy``: six hours of history (a clock set back), a CACHE filling its
+    quota and being evicted, refusals, a quota refusal and a deployer's delete."""
+    from rotifer.memory import ManualClock, MemoryError
+
+    clock = ManualClock(SystemClock().now_us() - 6 * 3600 * 1_000_000)
+    Agents(project).create("busy", ["keeper"], quota_bytes=3000)
+    with project.open_store("busy", clock=clock) as store:
+        memory = store.for_gene("busy", gene_id, "notes")
+        stranger = store.for_gene("busy", "v2:" + "e" * 64, "elsewhere")
+        memory.write_memory("pref/lang", b"en", "PREFERENCE")
+        for i in range(60):
+            clock.advance(seconds=300)
+            memory.write_memory(f"cache/{i:02d}", b"x" * 60, "CACHE")
+            if i % 7 == 3:
+                memory.write_memory(f"pattern/{i:02d}", b"y" * 90, "PATTERN")
+            if i % 20 == 10:
+                with contextlib.suppress(MemoryError):
+                    stranger.write_memory("pref/lang", b"fr", "PREFERENCE")
+        clock.advance(seconds=300)
+        with contextlib.suppress(MemoryError):
+            memory.write_memory("pref/huge", b"z" * 4000, "PREFERENCE")
+        store.deployer("busy").delete_key("cache/59")
 
 
 def free_port() -> int:

@@ -90,9 +90,16 @@ def test_overview_agent_history_delete(browser: Any, tmp_path: Path) -> None:
             page.locator("#history-link").click()
             page.get_by_role("heading", name="History of ag").wait_for()
             page.locator("svg.chart").wait_for()  # drawn after the page, behind a spinner
+            assert page.locator(".timeline li").count() == 7
+
+            page.goto(f"http://{served.host}/agents/busy/history")  # six hours, evictions
+            page.locator("svg.chart polygon.cache").wait_for()
+            assert page.locator(".timeline li.evict").count() >= 1
+            assert page.locator(".timeline li.quota").count() == 1
+            assert page.locator(".timeline li.refusal").count() >= 1
             snap(page, "history")
 
-            page.go_back()
+            page.goto(f"http://{served.host}/agents/ag?category=CACHE")
             page.get_by_role("heading", name="Memory of ag").wait_for()
             row = page.locator("#entries tbody tr", has_text="cache/1")
             row.locator("input[type=checkbox]").check()

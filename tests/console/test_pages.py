@@ -36,8 +36,9 @@ def row_of(page: str, key: str) -> str:
     return found.group(1)
 
 
-def audit(project: Project) -> list[dict[str, object]]:
-    return [json.loads(x) for x in (project.dot / "audit.jsonl").read_text().splitlines()]
+def audit(project: Project, agent: str = "ag") -> list[dict[str, object]]:
+    lines = [json.loads(x) for x in (project.dot / "audit.jsonl").read_text().splitlines()]
+    return [x for x in lines if x["agent"] == agent]
 
 
 def test_overview_agent_page_marks_and_filters(served: Served) -> None:
