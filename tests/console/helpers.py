@@ -36,8 +36,10 @@ HOSTILE_KEY = "evil/\x1b[31mred\u202eKEY<script>alert(1)</script>"
 SECRET_VALUE = b"SECRET-VALUE-never-shown-7d1e"
 
 
-def make_project(root: Path, memory_url: str | None = None) -> Project:
-    """Agents ``ag`` (entries of every category, marks, a hostile key) and ``other``."""
+def make_project(root: Path, memory_url: str | None = None, *, history: bool = False
+                 ) -> Project:
+    """Agents ``ag`` (entries of every category, marks, a hostile key) and ``other``;
+    with ``history``, ``busy`` too (:func:`fill_history`)."""
     project = Project.init(root)
     if memory_url is not None:
         (project.dot / "config.json").write_text(f'{{"memoryUrl": "{memory_url}"}}')
@@ -54,7 +56,8 @@ def make_project(root: Path, memory_url: str | None = None) -> Project:
             memory.write_memory(f"cache/{i}", SECRET_VALUE, "CACHE")
         memory.write_memory("ctx/now", SECRET_VALUE, "CONTEXT")
         memory.write_memory(HOSTILE_KEY, SECRET_VALUE, "PATTERN")
-    fill_history(project, gene.v2_id or "")
+    if history:
+        fill_history(project, gene.v2_id or "")
     return project
 
 

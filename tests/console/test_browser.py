@@ -65,7 +65,7 @@ def snap(page: Any, name: str) -> None:
 
 
 def test_overview_agent_history_delete(browser: Any, tmp_path: Path) -> None:
-    served = Served(make_project(tmp_path / "proj"))
+    served = Served(make_project(tmp_path / "proj", history=True))
     page = browser.new_page()
     try:
         with screenshot_on_failure(page, tmp_path):

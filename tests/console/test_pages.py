@@ -15,7 +15,7 @@ from rotifer.agents.project import Project
 from rotifer.console import chart
 from rotifer.console.app import key_ref
 from rotifer.memory import Category
-from tests.console.helpers import Served, make_project
+from tests.console.helpers import Served, fill_history, make_project
 from tests.memory.conftest import pg_fresh_url, pg_schemas, pg_url  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,10 @@ def test_overview_agent_page_marks_and_filters(served: Served) -> None:
 
 
 def test_history_highlights_and_filters(served: Served) -> None:
+    fill_history(served.project, next(iter(served.project.registry().entries())))
+    busy = served.get("/agents/busy/history").text
+    for mark in ("refusal", "quota", "evict", "removal"):
+        assert f'<li class="{mark}">' in busy, mark
     page = served.get("/agents/ag/history").text
     assert page.count('<li class="">') >= 7  # the writes
     assert "cache/1" in served.get("/agents/ag/history?key=cache/1").text
