@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import jinja2
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -114,12 +115,20 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
                             message=error_text(exc))
         return run
 
-    async def form_of(request: Request) -> FormData:
-        form = await request.form()
-        given = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
-        if protections.csrf and not secrets_.csrf_ok(given if isinstance(given, str) else None):
-            raise HTTPException(403, "Refused: the form's CSRF token is missing or wrong.")
-        return form
+    def posted(handler: Callable[[Request, FormData], Response]
+               ) -> Callable[[Request], Awaitable[Response]]:
+        """A change: its form read and its CSRF token checked, then ``handler`` in a
+        worker thread (the store is not used from the event loop)."""
+        async def run(request: Request) -> Response:
+            form = await request.form()
+            given = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
+            if protections.csrf and not secrets_.csrf_ok(
+                    given if isinstance(given, str) else None):
+                raise HTTPException(403, "Refused: the form's CSRF token is missing or wrong.")
+            response: Response = await run_in_threadpool(
+                guarded(lambda r: handler(r, form)), request)
+            return response
+        return run
 
     # -- pages -------------------------------------------------------------------
 
@@ -201,8 +210,7 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
 
     # -- actions -----------------------------------------------------------------
 
-    async def verify(request: Request) -> Response:
-        await form_of(request)
+    def verify(request: Request, form: FormData) -> Response:
         name = request.path_params["name"]
 
         def check(store: MemoryStore) -> Verified:
@@ -215,11 +223,7 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
             data.verified[name] = Verified(False, error_text(exc), 0)
         return page(request, "verified.html", name=name, result=data.verified[name])
 
-    async def confirm(request: Request) -> Response:
-        form = await form_of(request)
-        return guarded(lambda r: _confirm(r, form))(request)
-
-    def _confirm(request: Request, form: FormData) -> Response:
+    def confirm(request: Request, form: FormData) -> Response:
         name = request.path_params["name"]
         mode, keys, category = _selection(form)
         if mode == "category":
@@ -234,11 +238,7 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
         return page(request, "confirm.html", name=name, mode=mode, keys=keys,
                     category=category, count=count, nbytes=nbytes, shown_keys=shown_keys)
 
-    async def delete(request: Request) -> Response:
-        form = await form_of(request)
-        return guarded(lambda r: _delete(r, form))(request)
-
-    def _delete(request: Request, form: FormData) -> Response:
+    def delete(request: Request, form: FormData) -> Response:
         name = request.path_params["name"]
         mode, keys, category = _selection(form)
 
@@ -264,9 +264,11 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
         Route("/agents/{name}", agent, name="agent"),
         Route("/agents/{name}/history", history, name="history"),
         Route("/agents/{name}/history/chart", history_chart, name="chart"),
-        Route("/agents/{name}/verify", verify, methods=["POST"], name="verify"),
-        Route("/agents/{name}/delete/confirm", confirm, methods=["POST"], name="confirm"),
-        Route("/agents/{name}/delete", delete, methods=["POST", "DELETE"], name="delete"),
+        Route("/agents/{name}/verify", posted(verify), methods=["POST"], name="verify"),
+        Route("/agents/{name}/delete/confirm", posted(confirm), methods=["POST"],
+              name="confirm"),
+        Route("/agents/{name}/delete", posted(delete), methods=["POST", "DELETE"],
+              name="delete"),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     @contextlib.asynccontextmanager

@@ -70,15 +70,13 @@ def lookup_sql(placeholder: str) -> str:
             f"AND e.key = {placeholder} WHERE a.agent_id = {placeholder}")
 
 
-def newest_sql(placeholder: str, agent_id: str, category: Category | None,
-               key_prefix: str | None, since_us: int | None, until_us: int | None
-               ) -> tuple[str, tuple[Any, ...]]:
-    """``iter_newest``'s query and parameters, most recently updated first, with an
-    ``{after}`` slot for the next page's condition and a ``{limit}`` slot.
-
-    ``key_prefix`` becomes the range ``[prefix, prefix_upper_bound(prefix))``:
-    the key columns compare byte for byte (SQLite's default, PostgreSQL's
-    ``COLLATE "C"``), so this is exact and uses the index, never ``LIKE``."""
+def entry_filters(placeholder: str, agent_id: str, category: Category | None,
+                  key_prefix: str | None) -> tuple[list[str], list[Any]]:
+    """The conditions (and parameters) for one agent's entries of a category and
+    a key prefix.  ``key_prefix`` becomes the range ``[prefix,
+    prefix_upper_bound(prefix))``: the key columns compare byte for byte
+    (SQLite's default, PostgreSQL's ``COLLATE "C"``), so this is exact and uses
+    the index, never ``LIKE``."""
     where = [f"agent_id = {placeholder}"]
     params: list[Any] = [agent_id]
     if category is not None:
@@ -91,6 +89,19 @@ def newest_sql(placeholder: str, agent_id: str, category: Category | None,
         if upper is not None:
             where.append(f"key < {placeholder}")
             params.append(upper)
+    return where, params
+
+
+def newest_sql(placeholder: str, agent_id: str, category: Category | None,
+               key_prefix: str | None, since_us: int | None, until_us: int | None
+               ) -> tuple[str, tuple[Any, ...]]:
+    """``iter_newest``'s query and parameters, most recently updated first, with an
+    ``{after}`` slot for the next page's condition and a ``{limit}`` slot.
+
+    ``key_prefix`` becomes the range ``[prefix, prefix_upper_bound(prefix))``:
+    the key columns compare byte for byte (SQLite's default, PostgreSQL's
+    ``COLLATE "C"``), so this is exact and uses the index, never ``LIKE``."""
+    where, params = entry_filters(placeholder, agent_id, category, key_prefix)
     if since_us is not None:
         where.append(f"updated_us >= {placeholder}")
         params.append(since_us)
@@ -119,18 +130,8 @@ def browse_sql(placeholder: str, contains_sql: str, agent_id: str, *,
     the needle lowered the same way; ``after`` is the last row's ``(updated_us,
     seq)`` for the two time orders, or ``(offset,)`` for ``size``."""
     p = placeholder
-    where = [f"agent_id = {p}"]
-    params: list[Any] = [b"", agent_id]
-    if category is not None:
-        where.append(f"category = {p}")
-        params.append(category.value)
-    if key_prefix:
-        where.append(f"key >= {p}")
-        params.append(key_prefix)
-        upper = prefix_upper_bound(key_prefix)
-        if upper is not None:
-            where.append(f"key < {p}")
-            params.append(upper)
+    where, params = entry_filters(p, agent_id, category, key_prefix)
+    params.insert(0, b"")  # the empty value the SELECT list shows instead of the value
     if creator is not None:
         where.append(f"created_by = {p}")
         params.append(creator)
