@@ -89,7 +89,7 @@ def pages(served: Served) -> dict[str, str]:
 def run(tmp: Path, settings: Settings) -> str:
     n = entries_for(settings)
     count = max(5, settings.rounds * 3)
-    slow_count = max(3, settings.rounds // 3)
+    slow_count = max(3, settings.rounds // 6)
     backends: list[tuple[str, str | None]] = [("SQLite", None)]
     rows: dict[str, dict[str, tuple[float, float]]] = {}
     notes = []

@@ -161,13 +161,14 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
                               contains=listing.contains or None, sort=listing.sort,
                               limit=listing.limit, cursor=listing.cursor or None)
             victims = {b.key: n for n, b in enumerate(next_evictions(store, name), 1)}
-            with store.backend.peek() as tx:
-                total = tx.count(name)
-            return AgentPage(name, found, total, victims, expiring_count(store, name),
+            return AgentPage(name, found, 0, victims, expiring_count(store, name),
                              store.clock.now_us(), 0, 1, {})
 
         view = data.run(name, read)
+        # The total from the usage by category (kept until the agent changes), not a
+        # count(*), which reads the agent's whole index (30-90 ms at 100,000 entries).
         view.used, view.quota, view.usage = data.usage(name)
+        view.total = sum(u.count for u in view.usage.values())
         fragment = "entries.html" if _swaps(request, "entries") else "agent.html"
         return page(request, fragment, view=view, listing=listing, names=data.gene_names(),
                     message=request.query_params.get("done"))
