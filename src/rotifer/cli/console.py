@@ -18,7 +18,8 @@ from . import common
 def console_command(ctx: click.Context, host: str, port: int, allow_remote: bool) -> None:
     """Open the console: every agent's memory, quota, policies and history in a browser.
 
-    Prints an address with a one-time token; the console never shows values.
+    Prints an address with a random token that signs a browser in (valid until the
+    console stops); the console never shows values.
     """
     try:
         from rotifer.console.server import serve

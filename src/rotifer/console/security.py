@@ -139,7 +139,7 @@ class Guard:
                              self.secrets.session)
         if p.token and not self._has_session(headers):
             return _plain(401, "Not signed in: open the address rotifer console printed "
-                          "(it carries a one-time token).")
+                          "(it carries the token).")
         method = scope["method"]
         if method in CHANGES:
             if p.origin and headers.get("origin", "").lower() not in self.origins:

@@ -76,7 +76,7 @@ def serve(project: Project, host: str, port: int, *, allow_remote: bool,
         host, f"[{host}]" if ":" in host else host)
     say(f"rotifer console for {project.root}\n"
         f"Open http://{shown_host}:{port}/?token={secrets_.token}\n"
-        "(the token works once per browser; Ctrl-C stops the console)")
+        "(the token signs a browser in until the console stops; Ctrl-C stops it)")
     try:
         server.run(sockets=[sock])
     finally:
