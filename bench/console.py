@@ -79,7 +79,7 @@ def pages(served: Served) -> dict[str, str]:
             "agent page, next 50 (cursor)": later,
             "agent page, category CACHE": "/agents/big?category=CACHE",
             "agent page, key prefix": "/agents/big?prefix=k/00012",
-            "agent page, key contains (reads every entry)": "/agents/big?q=0999",
+            "agent page, key contains (scans until a page matches)": "/agents/big?q=0999",
             "agent page, sorted by size (reads every entry)": "/agents/big?sort=size",
             "history page, newest 500 lines (reads the whole log)": "/agents/big/history",
             "history picture (reads the whole log)": "/agents/big/history/chart",
