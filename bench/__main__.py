@@ -28,10 +28,10 @@ def suites() -> dict[str, Suite]:
 
 
 def table_suites() -> dict[str, TableSuite]:
-    from . import audit, latency, peer_pg, roundtrips, scaling
+    from . import audit, console, latency, peer_pg, roundtrips, scaling
 
     return {"scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
-            "peer_pg": peer_pg.table, "audit": audit.run}
+            "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run}
 
 
 def describe(settings: Settings) -> str:

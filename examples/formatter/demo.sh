@@ -58,3 +58,4 @@ cat .rotifer/audit.jsonl
 echo
 echo "demo: ok -- the better formatter found the indent (4) the first formatter remembered."
 echo "demo: project left in $demo"
+echo "demo: see it in a browser: rotifer --project $demo console"

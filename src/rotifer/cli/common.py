@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from rotifer.text import escape_char
+from rotifer.text import human_size as human_size  # re-exported for the commands
+from rotifer.text import shown as shown
+
 if TYPE_CHECKING:
     from rotifer.agents.project import Project
 
@@ -77,39 +81,6 @@ def parse_input(text: str) -> Any:
 
 # -- showing text a gene (or a file) controls ---------------------------------------
 
-#: How the characters with a short escape are shown; the others as \xHH, \uHHHH, \UHHHHHHHH.
-_SHORT = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(char: str) -> str:
-    short = _SHORT.get(char)
-    if short is not None:
-        return short
-    cp = ord(char)
-    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
-
-
-def shown(text: str) -> str:
-    """``text`` as the CLI prints it in human output: every character that is
-    not printable -- C0 and C1 controls, DEL, format characters such as the
-    bidi overrides and zero-width characters, line and paragraph separators,
-    spaces other than the ASCII space, surrogates, private-use and unassigned
-    code points (all that :meth:`str.isprintable` refuses) -- and the backslash
-    itself are written as Python escapes (``\\n``, ``\\x1b``, ``\\u202e``, ``\\\\``).
-
-    Why: keys, log lines and error messages come from genes, and a gene that
-    could print raw escape sequences could redraw or hide what a deployer is
-    reading (a poisoned key passing for another one).  The escaping is
-    reversible (``"\\\\"`` stands only for a backslash), so two different keys
-    never look the same; ``--json`` output stays exact (see :func:`print_json`).
-    It applies to every human-readable output, on a terminal or not: a listing
-    piped to a file is read on a terminal later.
-    """
-    if text.isprintable() and "\\" not in text:
-        return text  # the usual case, without a loop in Python
-    return "".join(c if c.isprintable() and c != "\\" else _escape(c) for c in text)
-
-
 def said(text: str) -> str:
     """A message as the CLI prints it (an error line, a hint, a check's verdict):
     like :func:`shown`, every character that is not printable is written as an
@@ -120,7 +91,7 @@ def said(text: str) -> str:
     way; a message is read, not pasted back, so it need not be reversible."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
+    return "".join(c if c.isprintable() else escape_char(c) for c in text)
 
 
 #: The escapes :func:`shown` writes, which :func:`unshown` reads back.
@@ -260,17 +231,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
         return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
     return [line(headers), *(line(r) for r in rows)]
-
-
-def human_size(n: int) -> str:
-    """Bytes as the quota option spells them (1 KB = 1024 B)."""
-    if n < 1024:
-        return f"{n} B"
-    for unit, factor in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
-        if n >= factor:
-            value = n / factor
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    raise AssertionError  # pragma: no cover
 
 
 def plural(count: int, singular: str, plural_form: str | None = None) -> str:

@@ -194,8 +194,10 @@ def doctor_command() -> None:
 
 def _register_subcommands() -> None:
     from .agent import agent_group
+    from .console import console_command
 
     cli.add_command(agent_group)
+    cli.add_command(console_command)
 
 
 _register_subcommands()

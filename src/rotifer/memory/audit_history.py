@@ -48,13 +48,16 @@ BLOCK = 1 << 16
 def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
                   actor: str | None = None, since_us: int | None = None,
                   limit: int | None = None,
-                  progress: Callable[[Scan], None] | None = None) -> Iterator[AuditLine]:
+                  progress: Callable[[Scan], None] | None = None,
+                  rolled_back: bool = False) -> Iterator[AuditLine]:
     """``agent``'s committed history, newest first (see the module doc).
 
     ``key``/``actor``: only lines about that key / by that actor (a gene's v2
     id, ``deployer``, ``retention``); ``since_us``: only lines at or after that
     time (microseconds since the epoch); ``limit``: at most that many (the
-    newest).  ``progress`` is told how far the reading of the log got."""
+    newest).  ``progress`` is told how far the reading of the log got.
+    ``rolled_back`` also keeps the lines that say a change did not commit (the
+    change's own lines stay out): the console marks them."""
     matches = _Matches(limit)
     path = store.audit.path
     with store.backend.long_running(), store.backend.read() as tx:  # bounded per statement
@@ -72,6 +75,8 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
 
         try:
             for logged in history_lines(path, agent, segments, database, epochs, progress):
+                if rolled_back and logged.line.get("action") == "rolled_back":
+                    keep([logged])
                 keep(replay.feed(logged))
             keep(replay.finish(None if record is None else record.next_seq,
                                record is not None))

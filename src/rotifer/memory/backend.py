@@ -71,15 +71,13 @@ def lookup_sql(placeholder: str) -> str:
             f"AND e.key = {placeholder} WHERE a.agent_id = {placeholder}")
 
 
-def newest_sql(placeholder: str, agent_id: str, category: Category | None,
-               key_prefix: str | None, since_us: int | None, until_us: int | None
-               ) -> tuple[str, tuple[Any, ...]]:
-    """``iter_newest``'s query and parameters, most recently updated first, with an
-    ``{after}`` slot for the next page's condition and a ``{limit}`` slot.
-
-    ``key_prefix`` becomes the range ``[prefix, prefix_upper_bound(prefix))``:
-    the key columns compare byte for byte (SQLite's default, PostgreSQL's
-    ``COLLATE "C"``), so this is exact and uses the index, never ``LIKE``."""
+def entry_filters(placeholder: str, agent_id: str, category: Category | None,
+                  key_prefix: str | None) -> tuple[list[str], list[Any]]:
+    """The conditions (and parameters) for one agent's entries of a category and
+    a key prefix.  ``key_prefix`` becomes the range ``[prefix,
+    prefix_upper_bound(prefix))``: the key columns compare byte for byte
+    (SQLite's default, PostgreSQL's ``COLLATE "C"``), so this is exact and uses
+    the index, never ``LIKE``."""
     where = [f"agent_id = {placeholder}"]
     params: list[Any] = [agent_id]
     if category is not None:
@@ -92,6 +90,19 @@ def newest_sql(placeholder: str, agent_id: str, category: Category | None,
         if upper is not None:
             where.append(f"key < {placeholder}")
             params.append(upper)
+    return where, params
+
+
+def newest_sql(placeholder: str, agent_id: str, category: Category | None,
+               key_prefix: str | None, since_us: int | None, until_us: int | None
+               ) -> tuple[str, tuple[Any, ...]]:
+    """``iter_newest``'s query and parameters, most recently updated first, with an
+    ``{after}`` slot for the next page's condition and a ``{limit}`` slot.
+
+    ``key_prefix`` becomes the range ``[prefix, prefix_upper_bound(prefix))``:
+    the key columns compare byte for byte (SQLite's default, PostgreSQL's
+    ``COLLATE "C"``), so this is exact and uses the index, never ``LIKE``."""
+    where, params = entry_filters(placeholder, agent_id, category, key_prefix)
     if since_us is not None:
         where.append(f"updated_us >= {placeholder}")
         params.append(since_us)
@@ -101,6 +112,58 @@ def newest_sql(placeholder: str, agent_id: str, category: Category | None,
     sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
            "ORDER BY updated_us DESC, seq DESC LIMIT {limit}")
     return sql, tuple(params)
+
+
+#: The deployer's listing orders (:mod:`rotifer.memory.browse`), each total.
+BROWSE_ORDERS = {"newest": "updated_us DESC, seq DESC", "oldest": "updated_us, seq",
+                 "size": "size DESC, key"}
+
+
+def browse_sql(placeholder: str, contains_sql: str, agent_id: str, *,
+               category: Category | None, key_prefix: str | None, creator: str | None,
+               contains: str | None, sort: str, after: tuple[int, ...] | None, limit: int
+               ) -> tuple[str, tuple[Any, ...]]:
+    """One page of the deployer's listing: :data:`ROW_COLUMNS` with an empty value
+    (the value never leaves the database) followed by ``size``.
+
+    ``contains`` is matched by ``contains_sql`` (the backend's substring test on
+    ``lower(key)``, which folds ASCII letters only on both backends) against
+    the needle lowered the same way; ``after`` is the last row's ``(updated_us,
+    seq)`` for the two time orders, or ``(offset,)`` for ``size``."""
+    p = placeholder
+    where, params = entry_filters(p, agent_id, category, key_prefix)
+    params.insert(0, b"")  # the empty value the SELECT list shows instead of the value
+    if creator is not None:
+        where.append(f"created_by = {p}")
+        params.append(creator)
+    if contains:
+        where.append(contains_sql)
+        params.append(ascii_lower(contains))
+    offset = ""
+    if after is not None and sort == "size":
+        offset = f" OFFSET {int(after[0])}"
+    elif after is not None:
+        where.append(f"(updated_us, seq) {'<' if sort == 'newest' else '>'} ({p}, {p})")
+        params += list(after)
+    columns = ROW_COLUMNS.replace("value,", f"{p},")
+    sql = (f"SELECT {columns}, size FROM memory_entries WHERE {' AND '.join(where)} "
+           f"ORDER BY {BROWSE_ORDERS[sort]} LIMIT {int(limit)}{offset}")
+    return sql, tuple(params)
+
+
+def category_usage_sql(placeholder: str) -> str:
+    """Entries and bytes per category of one agent (parameter: the agent id)."""
+    return ("SELECT category, count(*), coalesce(sum(size), 0) FROM memory_entries "
+            f"WHERE agent_id = {placeholder} GROUP BY category")
+
+
+def ascii_lower(text: str) -> str:
+    """``text`` with A-Z lowered and nothing else: what SQL ``lower()`` does to a key
+    on both backends (SQLite's built-in, PostgreSQL's under ``COLLATE "C"``)."""
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
 #: The first page of the cleanup and expiry scans (they double from there up to
@@ -316,6 +379,17 @@ class Transaction(Protocol):
         ...
 
     def count(self, agent_id: str) -> int: ...
+
+    def browse(self, agent_id: str, *, category: Category | None, key_prefix: str | None,
+               creator: str | None, contains: str | None, sort: str,
+               after: tuple[int, ...] | None, limit: int) -> list[tuple[Row, int]]:
+        """A page of the deployer's listing (:func:`browse_sql`): each row with an
+        empty value, and the entry's size."""
+        ...
+
+    def category_usage(self, agent_id: str) -> dict[Category, tuple[int, int]]:
+        """(entries, bytes) per category that has any."""
+        ...
 
     def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
         """Keep a change's audit lines (JSON text) in this transaction, if the

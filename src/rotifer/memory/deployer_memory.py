@@ -8,6 +8,7 @@ changes are audited with actor ``deployer``.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,29 @@ class DeployerMemory:
 
         def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
             rows = list(islice(tx.iter_newest(self.agent_id), limit))
+            return _deployer_delete(tx, record, change, rows)
+
+        return self.store.change(self.agent_id, DEPLOYER, body)
+
+    def delete_keys(self, keys: Sequence[str]) -> int:
+        """Remove a selection of entries in one change, audited like :meth:`delete_key`
+        (one ``deployer_delete`` line each).  All or nothing: a key with no entry
+        (deleted or expired since it was selected) is MEMORY_NOT_FOUND naming it,
+        and nothing is removed."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            raise invalid("no keys selected")
+        for key in wanted:
+            check_key(key)
+
+        def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
+            rows = []
+            for key in wanted:
+                row = tx.get(self.agent_id, key)
+                if row is None:
+                    change.error = AgentMemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
+                    return 0
+                rows.append(row)
             return _deployer_delete(tx, record, change, rows)
 
         return self.store.change(self.agent_id, DEPLOYER, body)

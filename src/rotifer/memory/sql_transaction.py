@@ -30,6 +30,8 @@ from .backend import (
     Brief,
     Row,
     Transaction,
+    browse_sql,
+    category_usage_sql,
     expired_sql,
     lookup_sql,
     newest_after,
@@ -82,6 +84,7 @@ class Statements(NamedTuple):
     oldest: str
     oldest_after: str
     newest_after: str
+    category_usage: str
 
     @classmethod
     def using(cls, p: str) -> Statements:
@@ -91,7 +94,8 @@ class Statements(NamedTuple):
             p, lookup_sql(p),
             f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE agent_id = {p} AND key = {p}",
             f"SELECT {AGENT_COLUMNS} FROM memory_agents WHERE agent_id = {p}",
-            expired, expired_after, oldest, oldest_after, newest_after(p))
+            expired, expired_after, oldest, oldest_after, newest_after(p),
+            category_usage_sql(p))
 
 
 class SqlTransaction(Transaction):
@@ -113,6 +117,9 @@ class SqlTransaction(Transaction):
     @staticmethod
     def make_row(r: tuple[Any, ...]) -> Row:
         raise NotImplementedError
+
+    #: The backend's substring test on ``lower(key)`` (see ``backend.browse_sql``).
+    contains_sql: ClassVar[str]
 
     #: Whether some text cannot be stored at all (see :meth:`_storable`): checked
     #: with an attribute, not a call, on backends that store every string.
@@ -225,3 +232,13 @@ class SqlTransaction(Transaction):
         r = self._one("SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM memory_entries "
                       f"WHERE agent_id = {self.sql.placeholder}", (agent_id,))
         return int(r[0]) if r else 0
+
+    # -- the deployer's listing (rotifer.memory.browse) ----------------------------
+
+    def browse(self, agent_id: str, **page: Any) -> list[tuple[Row, int]]:
+        sql, params = browse_sql(self.sql.placeholder, self.contains_sql, agent_id, **page)
+        return [(self.make_row(r[:-1]), int(r[-1])) for r in self._all(sql, params)]
+
+    def category_usage(self, agent_id: str) -> dict[Category, tuple[int, int]]:
+        return {Category(r[0]): (int(r[1]), int(r[2]))
+                for r in self._all(self.sql.category_usage, (agent_id,))}

@@ -107,6 +107,7 @@ class PostgresTransaction(SqlTransaction):
 
     sql = Statements.using("%s")
     make_row = staticmethod(make_row)
+    contains_sql = "strpos(lower(key), %s) > 0"
     checks_text = True  # no NUL, no lone surrogate in a PostgreSQL text column
     _storable = staticmethod(storable)
 

@@ -40,6 +40,7 @@ class SqliteTransaction(SqlTransaction):
 
     sql = Statements.using("?")
     make_row = staticmethod(make_row)
+    contains_sql = "instr(lower(key), ?) > 0"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn

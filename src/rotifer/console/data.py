@@ -1,0 +1,191 @@
+"""What the console's pages show, read the way the CLI reads it.
+
+Agents come from :class:`~rotifer.agents.genome.Agents`, each agent's store
+from :meth:`Project.open_store` (``ROTIFER_MEMORY_URL``, the agent's binding or
+the project's, as the CLI opens it; never created), entries from
+:mod:`rotifer.memory.browse`, history from the function ``audit show`` uses and
+the check from the one ``audit verify`` uses.  No SQL here.
+
+Stores are opened once per memory URL and kept for the console's run; one lock
+serialises the console's use of them (one deployer at a browser: simpler than
+reasoning about every backend's threads, and a page waits at most for another).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rotifer.agents.genome import Agents
+from rotifer.agents.project import require_memory
+from rotifer.memory import Category, MemoryStore
+from rotifer.memory.browse import CategoryUsage, EntryInfo, Page, Sort, usage_by_category
+
+if TYPE_CHECKING:
+    from rotifer.agents.genome import AgentSpec
+    from rotifer.agents.project import Project
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class GeneInfo:
+    name: str
+    v2_id: str | None
+    problem: str | None = None
+
+
+@dataclass
+class AgentSummary:
+    name: str
+    genes: list[GeneInfo]
+    used: int = 0
+    quota: int = 1
+    usage: dict[Category, CategoryUsage] = field(default_factory=dict)
+    last_us: int = 0
+    error: str | None = None
+
+
+@dataclass
+class Verified:
+    ok: bool
+    message: str
+    at_us: int
+
+
+class ConsoleData:
+    """The project's agents and their stores, for the pages."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.agents = Agents(project)
+        self._stores: dict[str | None, MemoryStore] = {}
+        self._lock = threading.Lock()
+        #: usage_by_category walks every entry: kept until the agent changes
+        #: (its next_seq and used bytes are the cache key).
+        self._usage: dict[str, tuple[tuple[int, int], dict[Category, CategoryUsage]]] = {}
+        self.verified: dict[str, Verified] = {}
+
+    def close(self) -> None:
+        with self._lock:
+            for store in self._stores.values():
+                store.close()
+            self._stores.clear()
+
+    @contextmanager
+    def store(self, agent: str) -> Iterator[MemoryStore]:
+        """``agent``'s store, holding the console's lock; AGENT_NOT_FOUND or
+        MEMORY_STORAGE_ERROR as the CLI says them."""
+        self.agents.get(agent)
+        url = self.project.memory_url(agent)
+        with self._lock:
+            store = self._stores.get(url)
+            if store is None:
+                store = self.project.open_store(agent, create=False)
+                self._stores[url] = store
+            require_memory(store, agent)
+            yield store
+
+    def run(self, agent: str, work: Callable[[MemoryStore], _T]) -> _T:
+        with self.store(agent) as store:
+            return work(store)
+
+    def gene_names(self) -> dict[str, str]:
+        """v2 id -> gene name, from the project's registry."""
+        return {gid: str(info.get("name", "")) for gid, info in
+                self.project.registry().entries().items()}
+
+    def genes_of(self, spec: AgentSpec) -> list[GeneInfo]:
+        out = []
+        for name in spec.genes:
+            try:
+                gene = self.project.load_gene(name)
+            except Exception as exc:  # a missing or broken gene folder: say so, go on
+                out.append(GeneInfo(name, None, str(exc)))
+                continue
+            out.append(GeneInfo(name, gene.v2_id, None if gene.v2_id else
+                                "changed since it was wrapped (run rotifer wrap)"))
+        return out
+
+    def overview(self) -> tuple[list[AgentSummary], list[str]]:
+        """Every agent that reads, and a message for each one that does not."""
+        specs, broken = self.agents.scan()
+        problems = [str(e) for e in broken]
+        out = []
+        for spec in specs:
+            summary = AgentSummary(spec.name, self.genes_of(spec))
+            try:
+                with self.store(spec.name) as store:
+                    summary.used, summary.quota = store.usage(spec.name)
+                    record = store.agent_record(spec.name)
+                    summary.last_us = record.last_us
+                    summary.usage = self._usage_of(store, spec.name,
+                                                   (record.next_seq, record.used_bytes))
+            except Exception as exc:  # shown on the agent's row; the others still show
+                summary.error = str(exc)
+            out.append(summary)
+        return out, problems
+
+    def _usage_of(self, store: MemoryStore, agent: str, version: tuple[int, int]
+                  ) -> dict[Category, CategoryUsage]:
+        cached = self._usage.get(agent)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        usage = usage_by_category(store, agent)
+        self._usage[agent] = (version, usage)
+        return usage
+
+    def usage(self, agent: str) -> tuple[int, int, dict[Category, CategoryUsage]]:
+        with self.store(agent) as store:
+            used, quota = store.usage(agent)
+            record = store.agent_record(agent)
+            return used, quota, self._usage_of(store, agent, (record.next_seq, used))
+
+
+@dataclass
+class Listing:
+    """The agent page's query: filters, sort and the page's cursor."""
+
+    category: Category | None = None
+    prefix: str = ""
+    creator: str = ""
+    contains: str = ""
+    sort: Sort = "newest"
+    cursor: str = ""
+    limit: int = 50
+
+    def params(self, **change: Any) -> dict[str, str]:
+        """The page's query string with ``change`` applied (empty values left out)."""
+        values = {"category": self.category.value if self.category else "",
+                  "prefix": self.prefix, "creator": self.creator, "q": self.contains,
+                  "sort": self.sort, "cursor": self.cursor}
+        values.update(change)
+        return {k: v for k, v in values.items() if v and not (k == "sort" and v == "newest")}
+
+
+@dataclass
+class AgentPage:
+    name: str
+    page: Page
+    total: int
+    evictions: dict[str, int]
+    expiring: int
+    now_us: int
+    used: int
+    quota: int
+    usage: dict[Category, CategoryUsage]
+
+
+def marks(entry: EntryInfo, page: AgentPage) -> list[str]:
+    """The marks an entry row gets (CSS classes and their legends)."""
+    out = []
+    if entry.key in page.evictions:
+        out.append("evict-next")
+    if entry.expires_within(page.now_us):
+        out.append("expiring")
+    if entry.unbounded_preference:
+        out.append("unbounded")
+    return out
