@@ -13,7 +13,7 @@ from .audit import DEPLOYER, AuditLog
 from .backend import AgentRecord, Row, Transaction
 from .changes import Change, to_entry
 from .clock import format_time
-from .errors import ErrorCode, MemoryError, denied
+from .errors import ErrorCode, MemoryError, denied, invalid
 from .filters import MemoryFilter
 from .model import (
     UNSET,
@@ -37,12 +37,31 @@ class DeployerMemory:
         self.store = store
         self.agent_id = agent_id
 
-    def list(self, category: Category | str | None = None) -> list[MemoryEntry]:
-        """Every live entry (most recently updated first); callers must not print values."""
+    def list(self, category: Category | str | None = None, *, key_prefix: str | None = None
+             ) -> list[MemoryEntry]:
+        """Every live entry (most recently updated first), or those of ``category``
+        and/or whose key starts with ``key_prefix`` (a plain prefix, compared as
+        queries compare it); callers must not print values."""
         wanted = None if category is None else parse_category(category)
+        if key_prefix is not None and not isinstance(key_prefix, str):
+            raise invalid("keyPrefix must be a string")
         self.store.purge_expired(self.agent_id)
         with self.store.backend.read() as tx:
-            return [to_entry(r) for r in tx.iter_newest(self.agent_id, category=wanted)]
+            return [to_entry(r) for r in tx.iter_newest(self.agent_id, category=wanted,
+                                                         key_prefix=key_prefix)]
+
+    def read(self, key: str) -> MemoryEntry | None:
+        """The live entry ``key`` whatever its policies (the owner may read
+        everything), or ``None``.  Not logged, like a gene's read, and it leaves
+        ``lastAccessedBy`` alone: that names the last *gene* to use the entry."""
+        check_key(key)
+        self.store.purge_expired(self.agent_id)
+        now = self.store.clock.now_us()
+        with self.store.backend.peek() as tx:
+            row = tx.get(self.agent_id, key)
+        if row is None or (row.expires_us is not None and row.expires_us <= now):
+            return None
+        return to_entry(row)
 
     def delete_key(self, key: str) -> int:
         check_key(key)
