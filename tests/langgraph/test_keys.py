@@ -30,7 +30,7 @@ NAMESPACES = st.lists(LABELS, min_size=1, max_size=4).map(tuple)
 
 
 @given(NAMESPACES, KEYS)
-@settings(max_examples=300)
+@settings(max_examples=150)
 def test_every_namespace_and_key_round_trips(namespace: tuple[str, ...], key: str) -> None:
     mapped = memory_key(namespace, key)
     assert mapped.startswith(ROOT) and "\x00" not in mapped
@@ -38,14 +38,14 @@ def test_every_namespace_and_key_round_trips(namespace: tuple[str, ...], key: st
 
 
 @given(NAMESPACES, KEYS, NAMESPACES, KEYS)
-@settings(max_examples=300)
+@settings(max_examples=150)
 def test_distinct_items_never_share_a_memory_key(ns1: tuple[str, ...], k1: str,
                                                   ns2: tuple[str, ...], k2: str) -> None:
     assert (memory_key(ns1, k1) == memory_key(ns2, k2)) == ((ns1, k1) == (ns2, k2))
 
 
 @given(NAMESPACES, KEYS, st.lists(LABELS, max_size=4).map(tuple))
-@settings(max_examples=300)
+@settings(max_examples=150)
 def test_a_namespace_prefix_is_exactly_a_key_prefix(namespace: tuple[str, ...], key: str,
                                                     prefix: tuple[str, ...]) -> None:
     under = memory_key(namespace, key).startswith(namespace_prefix(prefix))
@@ -95,3 +95,27 @@ def test_values_are_canonical_json() -> None:
         encode_value(["not", "a", "dict"])  # type: ignore[arg-type]
     assert decode_value(b"[1]") is None and decode_value(b"\xff") is None
     assert decode_value(b'{"x": NaN}') is None
+
+
+def test_the_longest_namespace_prefix_picks_the_policy() -> None:
+    from rotifer.langgraph.policy import NamespacePolicy, Policies
+    from rotifer.memory import AccessPolicy, Category, Scope
+
+    private = {"readScope": "CREATOR_GENE_ONLY", "writeScope": "CREATOR_GENE_ONLY",
+               "sharePolicy": "PRIVATE"}
+    policies = Policies({("users",): "PREFERENCE",
+                         ("users", "secrets"): {"category": "PREFERENCE", "accessPolicy": private},
+                         ("tmp",): NamespacePolicy("CACHE", retention=None)},  # type: ignore[arg-type]
+                        default="PATTERN")
+    assert policies.for_namespace(("users", "alice")).category is Category.PREFERENCE
+    assert policies.for_namespace(("users", "alice")).access is None
+    secret = policies.for_namespace(("users", "secrets", "x"))
+    assert secret.access == AccessPolicy(Scope.CREATOR_GENE_ONLY, Scope.CREATOR_GENE_ONLY)
+    assert policies.for_namespace(("tmp",)).retention is None
+    assert policies.for_namespace(("other",)).category is Category.PATTERN
+    assert Policies().for_namespace(("x",)) == NamespacePolicy(Category.CONTEXT)
+    for bad in ({("a",): "NOPE"}, {("a",): {"category": "CACHE", "ttl": 5}},
+                {("a",): {"retentionPolicy": {"maxRetentionDays": 0}}}, {"a": "CACHE"}):
+        with pytest.raises(MemoryError) as caught:
+            Policies(bad)  # type: ignore[arg-type]
+        assert caught.value.code is ErrorCode.INVALID_INPUT

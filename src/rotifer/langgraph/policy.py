@@ -45,6 +45,15 @@ class NamespacePolicy:
     access: AccessPolicy | None = None
     retention: RetentionPolicy | Unset | None = field(default=UNSET)
 
+    def __post_init__(self) -> None:
+        # Accept the names and JSON objects the memory accepts, checked now
+        # (MEMORY_INVALID_INPUT) rather than at the first put.
+        object.__setattr__(self, "category", parse_category(self.category))
+        if self.access is not None:
+            object.__setattr__(self, "access", AccessPolicy.parse(self.access))
+        if self.retention is not UNSET:
+            object.__setattr__(self, "retention", parse_retention(self.retention))
+
     @classmethod
     def parse(cls, value: NamespacePolicy | Category | str | Mapping[str, Any]
               ) -> NamespacePolicy:
@@ -59,12 +68,8 @@ class NamespacePolicy:
         unknown = sorted(set(value) - {"category", "accessPolicy", "retentionPolicy"}, key=str)
         if unknown:
             raise invalid(f"unknown namespace policy field(s): {', '.join(map(str, unknown))}")
-        access = value.get("accessPolicy")
-        return cls(
-            parse_category(value.get("category", DEFAULT_CATEGORY)),
-            None if access is None else AccessPolicy.parse(access),
-            parse_retention(value["retentionPolicy"]) if "retentionPolicy" in value else UNSET,
-        )
+        return cls(value.get("category", DEFAULT_CATEGORY), value.get("accessPolicy"),
+                   value.get("retentionPolicy", UNSET))
 
 
 class Policies:
