@@ -28,9 +28,9 @@ def suites() -> dict[str, Suite]:
 
 
 def table_suites() -> dict[str, TableSuite]:
-    from . import latency, roundtrips
+    from . import adapter, latency, roundtrips
 
-    return {"latency": latency.run, "roundtrips": roundtrips.run}
+    return {"latency": latency.run, "roundtrips": roundtrips.run, "langgraph": adapter.run}
 
 
 def describe(settings: Settings) -> str:
