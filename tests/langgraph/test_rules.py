@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from langgraph.store.base import InvalidNamespaceError, PutOp
+from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp
 
 from rotifer.langgraph import NamespacePolicy, RotiferStore
 from rotifer.memory import ErrorCode, ManualClock, MemoryError, MemoryStore
@@ -208,3 +208,27 @@ def test_search_pages_past_1000_entries_and_4_mib(store_factory: StoreFactory, r
     assert [i.key for i in store.search(("many",), filter={"n": {"$lt": 5}}, limit=10)] == \
         newest_first[-5:]
     assert len(store.list_namespaces()) == 2
+
+
+def test_a_batch_reads_first_then_puts_in_first_put_order(memory: MemoryStore) -> None:
+    store = gene(memory)
+    store.put(("a",), "x", {"v": 0})
+    got = store.batch([PutOp(("a",), "x", {"v": 1}), PutOp(("a",), "y", {"v": 2}),
+                       PutOp(("a",), "x", {"v": 3}), GetOp(("a",), "x")])
+    assert got[3] is not None and got[3].value == {"v": 0}  # read before the puts
+    # x then y (each key at its first put's place, its last value): y is newest
+    assert [(i.key, i.value) for i in store.search(("a",))] == [("y", {"v": 2}), ("x", {"v": 3})]
+
+
+def test_concurrent_async_puts_all_land_and_verify(memory: MemoryStore) -> None:
+    store = gene(memory)
+
+    async def many() -> None:
+        await asyncio.gather(*(store.aput(("n", str(i % 3)), f"k{i}", {"i": i})
+                               for i in range(24)))
+
+    asyncio.run(many())
+    found = asyncio.run(store.asearch(("n",), limit=100))
+    assert sorted(item.value["i"] for item in found) == list(range(24))
+    assert asyncio.run(store.alist_namespaces()) == [("n", "0"), ("n", "1"), ("n", "2")]
+    assert verify_agent(memory, "bot").ok

@@ -9,7 +9,7 @@ agent memory``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from rotifer.memory import DeployerMemory, GeneMemory, MemoryEntry, MemoryError
@@ -37,6 +37,16 @@ class Caller(Protocol):
         ...
 
 
+def delete_if_there(delete: Callable[[str], object], key: str) -> None:
+    """LangGraph's delete of an item that is not there does nothing (rotifer's
+    answers MEMORY_NOT_FOUND, which a missing key cost nothing to learn)."""
+    try:
+        delete(key)
+    except MemoryError as exc:
+        if exc.code is not ErrorCode.NOT_FOUND:
+            raise
+
+
 class GeneCaller:
     """A gene's ``ctx.memory``: its scopes decide what it may read and change."""
 
@@ -50,11 +60,7 @@ class GeneCaller:
         self.memory.write_memory(key, value, policy.category, policy.access, policy.retention)
 
     def delete(self, key: str) -> None:
-        try:
-            self.memory.delete_memory(key)
-        except MemoryError as exc:
-            if exc.code is not ErrorCode.NOT_FOUND:
-                raise
+        delete_if_there(self.memory.delete_memory, key)
 
     def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
         """Page through ``query_memory``: at most 1000 entries a call, so each next
@@ -106,11 +112,7 @@ class DeployerCaller:
             "open the store for a gene to put", key, actor=DEPLOYER)
 
     def delete(self, key: str) -> None:
-        try:
-            self.memory.delete_key(key)
-        except MemoryError as exc:
-            if exc.code is not ErrorCode.NOT_FOUND:
-                raise
+        delete_if_there(self.memory.delete_key, key)
 
     def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
         yield from self.memory.list(key_prefix=key_prefix)

@@ -68,7 +68,8 @@ class RotiferStore(BaseStore):
     def batch(self, ops_: Iterable[Op]) -> list[Result]:
         """Run ``ops_`` as LangGraph's stores do: every get, search and list first,
         in order, on the memory as it was before the batch; then the puts, one
-        memory change each, in order, the last put of a (namespace, key) winning.
+        memory change each, in the order of each (namespace, key)'s first put, its
+        last put winning (as InMemoryStore and SqliteStore do).
         A refused put raises; the puts before it stay made."""
         todo = list(ops_)
         for op in todo:
@@ -85,8 +86,7 @@ class RotiferStore(BaseStore):
             elif isinstance(op, ListNamespacesOp):
                 results.append(ops.list_namespaces(self.caller, op, self.root))
             elif isinstance(op, PutOp):
-                puts.pop((tuple(op.namespace), str(op.key)), None)
-                puts[(tuple(op.namespace), str(op.key))] = op
+                puts[(tuple(op.namespace), str(op.key))] = op  # the first one's place
                 results.append(None)
             else:
                 raise ValueError(f"Unknown operation type: {type(op)}")
