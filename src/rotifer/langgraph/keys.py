@@ -97,11 +97,16 @@ def encode_value(value: Mapping[str, Any]) -> bytes:
     if not isinstance(value, Mapping):
         raise invalid(f"a LangGraph value must be a dict, not {type(value).__name__}")
     try:
-        text = json.dumps(dict(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False)
+        text = _ENCODE(dict(value))
     except (TypeError, ValueError) as exc:
         raise invalid(f"the value is not JSON: {exc}") from None
     return text.encode("utf-8", "surrogatepass")
+
+
+#: One encoder for every value: ``json.dumps`` with options builds a new
+#: JSONEncoder on each call.
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                           allow_nan=False).encode
 
 
 def decode_value(data: bytes) -> dict[str, Any] | None:

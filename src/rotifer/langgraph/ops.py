@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from itertools import islice
+from typing import Any
 
 from langgraph.store.base import (
     GetOp,
@@ -32,8 +33,9 @@ def _time(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def to_item(entry: MemoryEntry, root: str) -> SearchItem | None:
-    """The LangGraph item an entry holds, or ``None`` if it holds none (a key
+def item_fields(entry: MemoryEntry, root: str) -> dict[str, Any] | None:
+    """The fields of the LangGraph item an entry holds (``Item``'s and
+    ``SearchItem``'s keyword arguments), or ``None`` if it holds none (a key
     :func:`~rotifer.langgraph.keys.memory_key` did not make, or a value that is
     not a JSON object)."""
     parsed = parse_key(entry.key, root)
@@ -42,19 +44,14 @@ def to_item(entry: MemoryEntry, root: str) -> SearchItem | None:
     value = decode_value(entry.value)
     if value is None:
         return None
-    return SearchItem(namespace=parsed[0], key=parsed[1], value=value,
-                      created_at=_time(entry.created_at), updated_at=_time(entry.updated_at))
+    return {"namespace": parsed[0], "key": parsed[1], "value": value,
+            "created_at": _time(entry.created_at), "updated_at": _time(entry.updated_at)}
 
 
 def get(caller: Caller, op: GetOp, root: str) -> Item | None:
     entry = caller.read(memory_key(tuple(op.namespace), str(op.key), root))
-    if entry is None:
-        return None
-    found = to_item(entry, root)
-    if found is None:
-        return None
-    return Item(value=found.value, key=found.key, namespace=found.namespace,
-                created_at=found.created_at, updated_at=found.updated_at)
+    fields = None if entry is None else item_fields(entry, root)
+    return None if fields is None else Item(**fields)
 
 
 def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
@@ -68,9 +65,10 @@ def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
     check_filter(op.filter)
     if op.limit <= 0:
         return []
-    found = (item for entry in caller.scan(namespace_prefix(tuple(op.namespace_prefix), root))
-             if (item := to_item(entry, root)) is not None
-             and matches_filter(item.value, op.filter))
+    found = (SearchItem(**fields)
+             for entry in caller.scan(namespace_prefix(tuple(op.namespace_prefix), root))
+             if (fields := item_fields(entry, root)) is not None
+             and matches_filter(fields["value"], op.filter))
     start = max(op.offset, 0)
     return list(islice(found, start, start + op.limit))
 
