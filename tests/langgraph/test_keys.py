@@ -87,7 +87,8 @@ def test_a_key_past_1024_bytes_is_invalid_input() -> None:
 def test_values_are_canonical_json() -> None:
     assert encode_value({"b": 1, "a": [True, None, "é"]}) == '{"a":[true,null,"é"],"b":1}'.encode()
     assert decode_value(encode_value({"x": {"y": 1.5}})) == {"x": {"y": 1.5}}
-    for bad in ({"x": math.nan}, {"x": {1, 2}}, {"x": b"bytes"}):
+    for bad in ({"x": math.nan}, {"x": {1, 2}}, {"x": b"bytes"}, {"x": "\ud800"},
+                {"\udfff": 1}, {1: "a"}, {"x": [{None: 1}]}):
         with pytest.raises(MemoryError) as caught:
             encode_value(bad)
         assert caught.value.code is ErrorCode.INVALID_INPUT

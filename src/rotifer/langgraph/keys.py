@@ -96,11 +96,15 @@ def encode_value(value: Mapping[str, Any]) -> bytes:
     same bytes.  A value that is not a JSON object is MEMORY_INVALID_INPUT."""
     if not isinstance(value, Mapping):
         raise invalid(f"a LangGraph value must be a dict, not {type(value).__name__}")
+    value = dict(value)
+    _string_keys(value)
     try:
-        text = _ENCODE(dict(value))
+        return _ENCODE(value).encode()
+    except UnicodeEncodeError:
+        raise invalid("the value holds a string that is not valid Unicode (a lone "
+                      "surrogate), which JSON text cannot carry") from None
     except (TypeError, ValueError) as exc:
         raise invalid(f"the value is not JSON: {exc}") from None
-    return text.encode("utf-8", "surrogatepass")
 
 
 #: One encoder for every value: ``json.dumps`` with options builds a new
@@ -109,11 +113,25 @@ _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=F
                            allow_nan=False).encode
 
 
+def _string_keys(value: object) -> None:
+    """Refuse an object key that is not a string: JSON would turn ``1`` into
+    ``"1"`` and the value would not come back as it was put."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise invalid(f"a JSON object's keys are strings, not {type(key).__name__} "
+                              f"({key!r})")
+            _string_keys(inner)
+    elif isinstance(value, list | tuple):
+        for inner in value:
+            _string_keys(inner)
+
+
 def decode_value(data: bytes) -> dict[str, Any] | None:
     """The dict stored by :func:`encode_value`, or ``None`` for bytes that are not
     a JSON object (an entry a gene wrote under the root)."""
     try:
-        value = _DECODE(data.decode("utf-8", "surrogatepass"))
+        value = _DECODE(data.decode())
     except (UnicodeDecodeError, ValueError):
         return None
     return value if isinstance(value, dict) else None
