@@ -137,10 +137,15 @@ def run_against_reference(factory: StoreFactory, steps: list[list[Any]], *,
             _check_times(result)
 
 
+def runs(examples: int) -> Any:
+    """Hypothesis settings: ``examples`` sequences, no deadline (the machine is shared)."""
+    return settings(max_examples=examples, deadline=None, suppress_health_check=[
+        HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
 @pytest.mark.parametrize("backend", ["sqlite"])
 @given(steps=STEPS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[
-    HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@runs(60)
 def test_sqlite_answers_as_in_memory_store(store_factory: StoreFactory,
                                            steps: list[list[Any]]) -> None:
     run_against_reference(store_factory, steps)
@@ -149,8 +154,7 @@ def test_sqlite_answers_as_in_memory_store(store_factory: StoreFactory,
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"])
 @given(steps=STEPS)
-@settings(max_examples=15, deadline=None, suppress_health_check=[
-    HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@runs(15)
 def test_postgres_answers_as_in_memory_store(store_factory: StoreFactory,
                                              steps: list[list[Any]]) -> None:
     run_against_reference(store_factory, steps, use_async=True)
@@ -158,8 +162,7 @@ def test_postgres_answers_as_in_memory_store(store_factory: StoreFactory,
 
 @pytest.mark.slow
 @given(steps=STEPS, use_async=st.booleans())
-@settings(max_examples=600, deadline=None, suppress_health_check=[
-    HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@runs(600)
 def test_long_run_answers_as_in_memory_store(store_factory: StoreFactory,
                                              steps: list[list[Any]], use_async: bool) -> None:
     run_against_reference(store_factory, steps, use_async=use_async)
