@@ -28,10 +28,11 @@ def suites() -> dict[str, Suite]:
 
 
 def table_suites() -> dict[str, TableSuite]:
-    from . import audit, console, latency, peer_pg, roundtrips, scaling
+    from . import adapter, audit, console, latency, peer_pg, roundtrips, scaling
 
     return {"scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
-            "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run}
+            "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run,
+            "langgraph": adapter.run}
 
 
 def describe(settings: Settings) -> str:

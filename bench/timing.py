@@ -51,14 +51,17 @@ TINY = Settings(rounds=3, iters=2, cli_rounds=2, scales=(100, 200), sizes=(100,)
 
 
 def compare(ops: Mapping[str, Op], *, rounds: int, iters: int, warmup: int = 1,
-            cpu: bool = False) -> dict[str, float]:
+            cpu: bool = False, clock: Callable[[], float] | None = None
+            ) -> dict[str, float]:
     """Median seconds per call of each operation, measured in interleaved rounds.
 
     ``cpu``: this thread's CPU time (``time.thread_time``) instead of the wall
     clock: time spent waiting for a core on a loaded machine is left out, so
     the ratios move less with the load (system calls still count; time the
-    PostgreSQL server spends does not)."""
-    clock = time.thread_time if cpu else time.perf_counter
+    PostgreSQL server spends does not).  ``clock``: any other clock (e.g.
+    ``time.process_time``, this process's CPU time)."""
+    if clock is None:
+        clock = time.thread_time if cpu else time.perf_counter
     names = list(ops)
     for name in names:
         for _ in range(warmup):

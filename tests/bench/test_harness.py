@@ -11,7 +11,7 @@ import pytest
 from bench import cli, memory, report, wasm
 from bench.__main__ import main
 from bench.report import BEGIN, END, Result
-from bench.timing import TINY, compare
+from bench.timing import TINY, Settings, compare
 
 
 def table_rows(text: str) -> list[list[str]]:
@@ -152,3 +152,24 @@ def test_postgres_peer_and_writers(tmp_path: Path) -> None:
     text = peer_pg.table(tmp_path, TINY)
     assert "| put / write_memory 100 B (update) |" in text
     assert "| 1 |" in text and "spread over 16 agents" in text
+
+
+def test_the_langgraph_stores_table(tmp_path: Path) -> None:
+    from bench import adapter
+
+    if not adapter.available():
+        pytest.skip("LangGraph is not installed")
+    # One round of one call: each round's gc.collect() walks LangGraph's large heap.
+    table = adapter.run(tmp_path, Settings(rounds=1, iters=1, scales=(150,), sizes=(100,)))
+    rows = table_rows(table)
+    assert rows[0][:4] == ["operation", "RotiferStore", "SqliteStore", "InMemoryStore"]
+    assert [r[0].split(" 100 B")[0].split(",")[0] for r in rows[2:]] == [
+        "put", "get", "search 100 ×", "search"]
+    assert all(r[4].endswith("×") and r[5].endswith("×") for r in rows[2:])
+
+
+def test_compare_takes_another_clock() -> None:
+    ticks = iter(range(100))
+    t = compare({"a": lambda: None}, rounds=2, iters=1, warmup=0,
+                clock=lambda: float(next(ticks)))
+    assert t == {"a": 1.0}

@@ -40,12 +40,31 @@ class DeployerMemory:
         self.store = store
         self.agent_id = agent_id
 
-    def list(self, category: Category | str | None = None) -> list[MemoryEntry]:
-        """Every live entry (most recently updated first); callers must not print values."""
+    def list(self, category: Category | str | None = None, *, key_prefix: str | None = None
+             ) -> list[MemoryEntry]:
+        """Every live entry (most recently updated first), or those of ``category``
+        and/or whose key starts with ``key_prefix`` (a plain prefix, compared as
+        queries compare it); callers must not print values."""
         wanted = None if category is None else parse_category(category)
+        if key_prefix is not None and not isinstance(key_prefix, str):
+            raise invalid("keyPrefix must be a string")
         self.store.purge_expired(self.agent_id)
         with self.store.backend.read() as tx:
-            return [to_entry(r) for r in tx.iter_newest(self.agent_id, category=wanted)]
+            return [to_entry(r) for r in tx.iter_newest(self.agent_id, category=wanted,
+                                                         key_prefix=key_prefix)]
+
+    def read(self, key: str) -> MemoryEntry | None:
+        """The live entry ``key`` whatever its policies (the owner may read
+        everything), or ``None``.  Not logged, like a gene's read, and it leaves
+        ``lastAccessedBy`` alone: that names the last *gene* to use the entry."""
+        check_key(key)
+        self.store.purge_expired(self.agent_id)
+        now = self.store.clock.now_us()
+        with self.store.backend.peek() as tx:
+            row = tx.get(self.agent_id, key)
+        if row is None or (row.expires_us is not None and row.expires_us <= now):
+            return None
+        return to_entry(row)
 
     def page(self, category: Category | str | None = None, after: str | None = None,
              limit: int | None = None) -> tuple[builtins.list[MemoryEntry], str | None]:

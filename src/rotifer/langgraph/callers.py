@@ -1,0 +1,118 @@
+"""Who the store acts as: one gene (its v2 id and domain) or the deployer.
+
+Both answer the same four questions -- read a key, write a key, scan a key
+prefix newest first, delete a key -- through the memory's public calls only,
+so every rule (scopes, data policy, quota and cleanup, retention, the audit
+log) applies exactly as it does to a gene's ``ctx.memory`` or to ``rotifer
+agent memory``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from rotifer.memory import AgentMemoryError, DeployerMemory, GeneMemory, MemoryEntry
+from rotifer.memory.audit import DEPLOYER
+from rotifer.memory.clock import format_time, parse_time
+from rotifer.memory.errors import ErrorCode, storage
+from rotifer.memory.model import MAX_QUERY_LIMIT
+
+from .policy import NamespacePolicy
+
+
+class Caller(Protocol):
+    """The memory calls the store makes, as one caller."""
+
+    def read(self, key: str) -> MemoryEntry | None: ...
+
+    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> None: ...
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; a key that is not there is nothing to do."""
+        ...
+
+    def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
+        """The entries under ``key_prefix`` the caller may read, newest first."""
+        ...
+
+
+def delete_if_there(delete: Callable[[str], object], key: str) -> None:
+    """LangGraph's delete of an item that is not there does nothing (rotifer's
+    answers MEMORY_NOT_FOUND, which a missing key cost nothing to learn)."""
+    try:
+        delete(key)
+    except AgentMemoryError as exc:
+        if exc.code is not ErrorCode.NOT_FOUND:
+            raise
+
+
+class GeneCaller:
+    """A gene's ``ctx.memory``: its scopes decide what it may read and change."""
+
+    def __init__(self, memory: GeneMemory) -> None:
+        self.memory = memory
+
+    def read(self, key: str) -> MemoryEntry | None:
+        return self.memory.read_memory(key)
+
+    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> None:
+        self.memory.write_memory(key, value, policy.category, policy.access, policy.retention)
+
+    def delete(self, key: str) -> None:
+        delete_if_there(self.memory.delete_memory, key)
+
+    def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
+        """Page through ``query_memory``: at most 1000 entries a call, so each next
+        page ends where the last one did (``until`` one microsecond after its
+        oldest ``updatedAt``, skipping the keys already given at that instant);
+        a page over the 4 MiB bound is asked again with a smaller ``limit``.
+        Each page is one snapshot; the scan as a whole is not."""
+        limit = MAX_QUERY_LIMIT
+        until: str | None = None
+        given_at_edge: set[str] = set()
+        while True:
+            wanted: dict[str, object] = {"keyPrefix": key_prefix, "limit": limit}
+            if until is not None:
+                wanted["until"] = until
+            try:
+                page = self.memory.query_memory(wanted)
+            except AgentMemoryError as exc:
+                if exc.code is ErrorCode.INVALID_INPUT and limit > 1:
+                    limit = max(1, limit // 4)  # the only bound a valid filter can break: 4 MiB
+                    continue
+                raise
+            fresh = [entry for entry in page if entry.key not in given_at_edge]
+            yield from fresh
+            if len(page) < limit:
+                return
+            if not fresh:
+                raise storage(f"more than {limit} entries share one updatedAt: cannot page")
+            edge = page[-1].updated_at
+            given_at_edge = {entry.key for entry in page if entry.updated_at == edge}
+            until = format_time(parse_time(edge) + 1)
+
+
+class DeployerCaller:
+    """The agent's owner: reads and deletes whatever the policies say (as
+    ``rotifer agent memory``), and writes nothing -- an entry's ``createdBy`` is
+    always a gene's v2 id, so a put is refused with MEMORY_ACCESS_DENIED (and
+    audited as a refused access)."""
+
+    def __init__(self, memory: DeployerMemory) -> None:
+        self.memory = memory
+
+    def read(self, key: str) -> MemoryEntry | None:
+        return self.memory.read(key)
+
+    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> None:
+        raise self.memory.store.refuse_outside(
+            self.memory.agent_id, "write",
+            "the deployer writes no entries (an entry's createdBy is a gene's v2 id): "
+            "open the store for a gene to put", key, actor=DEPLOYER)
+
+    def delete(self, key: str) -> None:
+        delete_if_there(self.memory.delete_key, key)
+
+    def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
+        yield from self.memory.list(key_prefix=key_prefix)

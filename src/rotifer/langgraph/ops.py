@@ -1,0 +1,117 @@
+"""LangGraph's four operations on rotifer memory, one function each.
+
+Each takes the :class:`~rotifer.langgraph.callers.Caller` the store acts as and
+answers what LangGraph's stores answer for that op; the store decides their
+order (:meth:`RotiferStore.batch <rotifer.langgraph.store.RotiferStore.batch>`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from itertools import islice
+from typing import Any
+
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
+
+from rotifer.memory import MemoryEntry
+
+from .callers import Caller
+from .keys import decode_value, encode_value, memory_key, namespace_prefix, parse_key
+from .matching import check_filter, fixed_prefix, matches_filter, namespace_matches
+from .policy import Policies
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def item_fields(entry: MemoryEntry, root: str) -> dict[str, Any] | None:
+    """The fields of the LangGraph item an entry holds (``Item``'s and
+    ``SearchItem``'s keyword arguments), or ``None`` if it holds none (a key
+    :func:`~rotifer.langgraph.keys.memory_key` did not make, or a value that is
+    not a JSON object)."""
+    parsed = parse_key(entry.key, root)
+    if parsed is None:
+        return None
+    value = decode_value(entry.value)
+    if value is None:
+        return None
+    return {"namespace": parsed[0], "key": parsed[1], "value": value,
+            "created_at": _time(entry.created_at), "updated_at": _time(entry.updated_at)}
+
+
+def get(caller: Caller, op: GetOp, root: str) -> Item | None:
+    entry = caller.read(memory_key(tuple(op.namespace), str(op.key), root))
+    fields = None if entry is None else item_fields(entry, root)
+    return None if fields is None else Item(**fields)
+
+
+def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
+    """Items under the namespace prefix whose value matches the filter, most
+    recently updated first (as SqliteStore and PostgresStore order them), from
+    ``offset``, at most ``limit``; items the caller may not read are left out."""
+    if op.query is not None:
+        raise NotImplementedError(
+            "rotifer's LangGraph store has no vector index: search(query=...) is not "
+            "supported; use filter= (equality and $eq $ne $gt $gte $lt $lte)")
+    check_filter(op.filter)
+    if op.limit <= 0:
+        return []
+    found = (SearchItem(**fields)
+             for entry in caller.scan(namespace_prefix(tuple(op.namespace_prefix), root))
+             if (fields := item_fields(entry, root)) is not None
+             and matches_filter(fields["value"], op.filter))
+    start = max(op.offset, 0)
+    return list(islice(found, start, start + op.limit))
+
+
+def list_namespaces(caller: Caller, op: ListNamespacesOp, root: str) -> list[tuple[str, ...]]:
+    """The namespaces holding at least one item the caller may read that meet
+    every condition, cut to ``max_depth`` labels, sorted, then offset and limit."""
+    seen: set[tuple[str, ...]] = set()
+    for entry in caller.scan(namespace_prefix(fixed_prefix(op.match_conditions), root)):
+        parsed = parse_key(entry.key, root)
+        if parsed is not None and parsed[0] not in seen and decode_value(entry.value) is not None:
+            seen.add(parsed[0])
+    namespaces = [ns for ns in seen if namespace_matches(ns, op.match_conditions)]
+    if op.max_depth is not None:
+        namespaces = list({ns[:op.max_depth] for ns in namespaces})
+    namespaces.sort()
+    start = max(op.offset, 0)
+    return namespaces[start:start + max(op.limit, 0)]
+
+
+def check_put(op: PutOp) -> None:
+    """What LangGraph's ``put`` checks, also for a ``PutOp`` given to ``batch``."""
+    namespace = tuple(op.namespace)
+    if op.value is not None:
+        if not namespace:
+            raise InvalidNamespaceError("Namespace cannot be empty.")
+        if namespace[0] == "langgraph":
+            raise InvalidNamespaceError(
+                f'Root label for namespace cannot be "langgraph". Got: {namespace}')
+        if op.ttl is not None:
+            raise NotImplementedError(TTL_REFUSED)
+
+
+TTL_REFUSED = (
+    "rotifer's LangGraph store does not take ttl= (minutes, refreshed on read): rotifer "
+    "keeps entries for whole days counted from the last write. Give the namespace a "
+    "retention policy instead (NamespacePolicy(retention=...)), or put with ttl=None")
+
+
+def put(caller: Caller, op: PutOp, policies: Policies, root: str) -> None:
+    namespace = tuple(op.namespace)
+    key = memory_key(namespace, str(op.key), root)
+    if op.value is None:
+        caller.delete(key)
+    else:
+        caller.write(key, encode_value(op.value), policies.for_namespace(namespace))
