@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rotifer.memory.sqlite.schema import SCHEMA_VERSION
 from tests.genes.helpers import FORMATTER
 
 from .helpers import add_gene, init_project, last_line, wrap
@@ -109,7 +110,8 @@ def _set_version(root: Path, version: int, *, drop_last_us: bool = False) -> Non
     conn = sqlite3.connect(root / ".rotifer" / "playground.db")
     with conn:
         if drop_last_us:  # the file as a rotifer before schema version 2 wrote it
-            conn.execute("ALTER TABLE memory_agents DROP COLUMN last_us")
+            for column in ("last_us", "epoch", "head"):  # (epoch, head: version 3)
+                conn.execute(f"ALTER TABLE memory_agents DROP COLUMN {column}")
         conn.execute(f"PRAGMA user_version = {version}")
     conn.close()
 
@@ -160,7 +162,12 @@ def test_an_older_schema_is_upgraded_by_init_never_by_a_command_that_uses_memory
     assert _version(proj) == 1
     out = ok(proj, "init", ".")
     assert "upgraded" in out.lower() and "playground.db" in out, out
-    assert _version(proj) == 2
+    assert _version(proj) == SCHEMA_VERSION
     assert "formatter/indent" in ok(proj, "agent", "memory", "list", "bot")
     ok(proj, "agent", "run", "bot", "--input", json.dumps({"code": "x", "indent": 2}))
-    ok(proj, "agent", "audit", "verify", "bot")
+    # Not ``audit verify``: this log was written by today's rotifer, its lines carry
+    # the memory's epoch, which the file made to look older has lost (an older
+    # rotifer's lines carry none); tests/memory/test_audit_upgrade.py verifies
+    # logs across real upgrades.  ``show`` still answers (it used to end in
+    # INTERNAL_ERROR when the replay stopped inside a change).
+    ok(proj, "agent", "audit", "show", "bot")

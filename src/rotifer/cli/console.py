@@ -20,6 +20,11 @@ def console_command(ctx: click.Context, host: str, port: int, allow_remote: bool
 
     Prints an address with a random token that signs a browser in (valid until the
     console stops); the console never shows values.
+
+    Example:
+
+    \b
+        rotifer console --port 8700
     """
     try:
         from rotifer.console.server import serve

@@ -136,7 +136,13 @@ def carry_out(store: MemoryStore, what: Plan) -> int:
 @click.pass_context
 def delete_command(ctx: click.Context, name: str, memory_only: bool, store_url: str | None,
                    yes: bool) -> None:
-    """Delete agent NAME: its memory (every entry, audited as the deployer), then its spec."""
+    """Delete agent NAME: its memory (every entry, audited as the deployer), then its spec.
+
+    Example:
+
+    \b
+        rotifer agent delete helper --yes
+    """
     from rotifer.genes.errors import RotiferError
 
     project = common.project_of(ctx)

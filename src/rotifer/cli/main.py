@@ -175,7 +175,13 @@ def test_command(ctx: click.Context, gene: str, trust: bool) -> None:
 
 @cli.command("doctor")
 def doctor_command() -> None:
-    """Show what this machine can enforce on Python and Node genes (containment)."""
+    """Show what this machine can enforce on Python and Node genes (containment).
+
+    Example:
+
+    \b
+        rotifer doctor
+    """
     from rotifer.genes.contain.doctor import promises
 
     abi, rows, problems = promises()

@@ -80,8 +80,11 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
                 keep(replay.feed(logged))
             keep(replay.finish(None if record is None else record.next_seq,
                                record is not None))
-        except LogProblem:
-            keep(replay.finish(None, False))  # verify names it; show what could be read
+        except LogProblem:  # verify names it; show what could be read
+            try:
+                keep(replay.finish(None, False))
+            except LogProblem:
+                pass  # the change it stopped in cannot be replayed either
     return matches.newest_first()
 
 

@@ -81,6 +81,7 @@ def present_version(conn: sqlite3.Connection) -> int:
     says: a file recording an older version than this has a damaged header, and
     running the missing steps again would fail half-way ("duplicate column")."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(memory_agents)")}
-    return 2 if "last_us" in columns else 1 if columns else 0
+    return (3 if "epoch" in columns else 2 if "last_us" in columns else 1 if columns
+            else 0)
 
 
