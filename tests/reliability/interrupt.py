@@ -30,7 +30,7 @@ from pathlib import Path
 from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent
 from rotifer.cli.main import Terminated
-from rotifer.genes.errors import GeneFailed
+from rotifer.genes.errors import GeneFailed, GeneUnavailable
 from rotifer.memory import AgentMemoryError
 
 CHURNER = '''
@@ -82,7 +82,10 @@ def main(mode: str, root: Path, seconds: float, seed: int) -> dict[str, int]:
             finally:
                 armed = False
             completed += 1
-        except (KeyboardInterrupt, GeneFailed, AgentMemoryError):
+        except (KeyboardInterrupt, GeneFailed, GeneUnavailable, AgentMemoryError):
+            # GeneUnavailable: a signal that lands while the contained gene's process
+            # is forked runs this process's handler in the child too, which fails
+            # the start (no change was made; see docs/reliability.md).
             interrupted += 1
     return {"runs": runs, "interrupted": interrupted, "completed": completed}
 

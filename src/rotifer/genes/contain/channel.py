@@ -157,7 +157,9 @@ class Channel:
             self._emit(line)
 
     def send(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        # ASCII JSON: a reply may quote a lone surrogate a gene sent (an error
+        # message naming its key), which UTF-8 cannot carry; as an escape it can.
+        data = (json.dumps(message, allow_nan=False) + "\n").encode("ascii")
         view = memoryview(data)
         while view:
             self._wait_for(self._to_child, selectors.EVENT_WRITE)

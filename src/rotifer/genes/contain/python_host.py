@@ -87,7 +87,7 @@ def _error(gene: Gene, message: dict[str, Any]) -> BaseException:
     kind, text = message.get("kind"), str(message.get("message", ""))
     if kind == "memory":
         try:
-            return MemoryError(str(message.get("code")), text)
+            return AgentMemoryError(str(message.get("code")), text)
         except ValueError:
             return GeneFailed(f"gene '{gene.name}' raised MemoryError with an unknown code")
     if kind == "rejected":
