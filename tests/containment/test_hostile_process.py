@@ -12,9 +12,9 @@ owns and kills afterwards (the attach stops it; the gene detaches at once).
 
 Spinning: a Python and a Node gene that never return end with GENE_FAILED
 naming the deadline, and no process of theirs is left (no process has the
-gene's folder as its working directory, where both are started).  A short
-deadline through :func:`~rotifer.genes.execute.express` keeps ``make test``
-quick; the same through ``rotifer agent run`` (its fixed 10 s deadline) is
+gene's folder as its working directory, where both are started), though each
+also started a thread that waits forever.  A short deadline through
+:func:`~rotifer.genes.execute.express` keeps ``make test`` quick; the same through ``rotifer agent run`` (its fixed 10 s deadline) is
 marked slow.
 """
 
@@ -91,14 +91,15 @@ def test_ptrace_is_refused_unless_trusted(tmp_path: Path, sleeper: int, trust: b
 
 
 SPIN = {
-    "python": ("gene.py", "import sys, threading\n"
-               "def spin():\n    while True: pass\n"
-               "def express(input, ctx):\n    threading.Thread(target=spin, daemon=True).start()\n"
+    "python": ("gene.py", "import threading\n"
+               "def express(input, ctx):\n"
+               "    threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
                "    print('spinning', flush=True)\n"
                "    while True:\n        pass\n"),
     "node": ("index.js", "const { Worker } = require('worker_threads');\n"
              "exports.express = () => {\n"
-             "  new Worker('while (true) {}', { eval: true });\n"
+             "  new Worker('Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)',"
+             " { eval: true });\n"
              "  console.log('spinning');\n  while (true) {}\n};\n"),
 }
 
