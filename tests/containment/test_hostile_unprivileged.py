@@ -19,7 +19,6 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 import pytest
 
 from tests.cli.helpers import clean_env, rotifer_command
-from tests.containment.test_hostile import PYTHON_ONLY, project
+from tests.containment.test_hostile import PYTHON_ONLY, open_listeners, project
 
 #: What a trusted gene can do as nobody too.  Left out: what reaches the
 #: parent (a trusted Python gene runs inside ``rotifer``, whose parent is this
@@ -82,24 +81,14 @@ def test_the_attacks_as_an_unprivileged_user(
         nobody_dir: tuple[Path, pwd.struct_passwd], kind: str, trust: bool) -> None:
     base, user = nobody_dir
     root, env = project(base, kind, trust)
-    tcp = socket.create_server(("127.0.0.1", 0))
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
-    unix = socket.socket(socket.AF_UNIX)
-    unix.bind(str(base / "s"))
-    unix.listen(8)
-    chown_tree(base, user.pw_uid, user.pw_gid)
-    value = {"root": str(root), "ssh": str(base / "home" / ".ssh" / "id_rsa"),
-             "tcp": tcp.getsockname()[1], "udp": udp.getsockname()[1], "unix": str(base / "s")}
-    try:
+    with open_listeners(base) as listeners:
+        chown_tree(base, user.pw_uid, user.pw_gid)
+        value = {"root": str(root), "ssh": str(base / "home" / ".ssh" / "id_rsa"), **listeners}
         done = subprocess.run(
             ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
              *rotifer_command(), "agent", "run", "a", "--input", json.dumps(value)],
             cwd=root, env=clean_env(env), capture_output=True, text=True, timeout=120,
             check=False)
-    finally:
-        for s in (tcp, udp, unix):
-            s.close()
     assert done.returncode == 0, done
     report: dict[str, Any] = json.loads(done.stdout)
     attacks = [a for a in report if not (kind == "node" and a in PYTHON_ONLY)]
