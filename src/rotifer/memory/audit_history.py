@@ -19,6 +19,7 @@ end, a block at a time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -81,10 +82,9 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
             keep(replay.finish(None if record is None else record.next_seq,
                                record is not None))
         except LogProblem:  # verify names it; show what could be read
-            try:
+            # (the change it stopped in may not replay either)
+            with contextlib.suppress(LogProblem):
                 keep(replay.finish(None, False))
-            except LogProblem:
-                pass  # the change it stopped in cannot be replayed either
     return matches.newest_first()
 
 
