@@ -15,6 +15,7 @@ import json
 import shutil
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -164,8 +165,14 @@ def express(input, ctx):
 
 @pytest.fixture(scope="module")
 def listeners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A TCP listener, a UDP socket and a UNIX listener on loopback for the gene to reach."""
-    folder = tmp_path_factory.mktemp("sockets")
+    with open_listeners(tmp_path_factory.mktemp("sockets")) as found:
+        yield found
+
+
+@contextmanager
+def open_listeners(folder: Path) -> Iterator[dict[str, Any]]:
+    """A TCP listener, a UDP socket and a UNIX listener (``folder/s``) on
+    loopback for the gene to reach."""
     tcp = socket.create_server(("127.0.0.1", 0))
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
