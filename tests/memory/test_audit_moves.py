@@ -36,16 +36,6 @@ Opener = Callable[[str, str], MemoryStore]
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock("2026-03-01T12:00:00Z")
-
-
-@pytest.fixture
-def rot(tmp_path: Path) -> Path:
-    return tmp_path / ".rotifer"
-
-
-@pytest.fixture
 def opener(tmp_path: Path, rot: Path, clock: ManualClock, request: pytest.FixtureRequest
            ) -> Iterator[Opener]:
     """``opener(kind, name)``: a store on a new SQLite file or PostgreSQL schema,
