@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rotifer.genes.errors import GeneFailed, GeneUnavailable
+from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
 
 #: A gene's output, logs and memory traffic beyond this many bytes a message is refused.
 MAX_MESSAGE_BYTES = 64 << 20
@@ -192,6 +192,36 @@ class Channel:
             raise GeneFailed(f"gene '{self.name}': the {self.what} process sent a message "
                              "that is not JSON")
         return message
+
+    def converse(self, reply: Callable[[dict[str, Any]], dict[str, Any]],
+                 error: Callable[[dict[str, Any]], BaseException],
+                 log: Callable[[str], None] | None = None,
+                 other: Callable[[str, dict[str, Any]], bool] | None = None) -> Any:
+        """Serve the child's messages until it sends its result, and return that.
+
+        The same exchange for a Python and a Node gene: a ``call`` is answered
+        with ``reply(message)``, a ``log`` line goes to ``log``, ``error``
+        makes the exception to raise, a result that is a lone
+        ``__rotifer_error`` is raised as the gene's rejection; ``other`` may
+        take a kind of message of its own (True when it did)."""
+        while True:
+            message = self.receive()
+            kind = message.get("type")
+            if kind == "call":
+                self.send(reply(message))
+            elif kind == "log":
+                if log is not None:
+                    log(str(message.get("line", "")))
+            elif kind == "result":
+                output = message.get("output")
+                rejected = rejection_of(output)
+                if rejected is not None:
+                    raise rejected
+                return output
+            elif kind == "error":
+                raise error(message)
+            elif other is None or not other(str(kind), message):
+                raise GeneFailed(f"gene '{self.name}': the {self.what} process sent {kind!r}")
 
     def _kill(self) -> None:
         """SIGKILL the child's process group: the child and whatever it started.

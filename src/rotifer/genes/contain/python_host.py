@@ -17,7 +17,7 @@ import sysconfig
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
+from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene
 from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess
 
 from .channel import Channel
@@ -130,23 +130,9 @@ def _converse(channel: Channel, gene: Gene, code: str, input: Any, memory: GeneM
                   "codeFile": str(gene.code_file), "input": input, "agent": agent,
                   "gene": {"name": gene.name, "domain": gene.domain,
                            "version": gene.phenotype.version, "v2Id": gene.v2_id}})
-    while True:
-        message = channel.receive()
-        kind = message.get("type")
-        if kind == "call":
-            channel.send(_reply(memory, message))
-        elif kind == "log":
-            sink(gene.name, str(message.get("line", "")))
-        elif kind == "result":
-            output = message.get("output")
-            rejected = rejection_of(output)
-            if rejected is not None:
-                raise rejected
-            return output
-        elif kind == "error":
-            raise _error(gene, message)
-        else:
-            raise GeneFailed(f"gene '{gene.name}': the Python process sent {kind!r}")
+    return channel.converse(lambda message: _reply(memory, message),
+                            lambda message: _error(gene, message),
+                            lambda line: sink(gene.name, line))
 
 
 def _stderr_sink(name: str, line: str) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.contain.channel import Channel
 from rotifer.genes.contain.sandbox import CONTAINED, Grant, sandbox
-from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
+from rotifer.genes.errors import GeneFailed, GeneUnavailable
 from rotifer.genes.gene import Gene
 from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess, MemoryEntry
 from rotifer.memory.errors import invalid
@@ -277,29 +277,20 @@ def _write_cache(cache_file: str | None, text: object) -> None:
 def _converse(channel: Channel, gene: Gene, start: dict[str, Any], memory: GeneMemoryAccess,
               log_sink: LogSink | None, cache_file: str | None) -> Any:
     transpiled = False
+
+    def cache(kind: str, message: dict[str, Any]) -> bool:
+        nonlocal transpiled
+        if kind != "transpiled" or transpiled:
+            return False
+        transpiled = True  # once a run: it only ever concerns this gene's own source
+        _write_cache(cache_file, message.get("text"))
+        return True
+
     try:
         channel.send(start)
-        while True:
-            message = channel.receive()
-            kind = message.get("type")
-            if kind == "call":
-                channel.send(_reply(memory, message))
-            elif kind == "log":
-                if log_sink is not None:
-                    log_sink(gene.name, str(message.get("line", "")))
-            elif kind == "transpiled" and not transpiled:
-                transpiled = True  # once a run: it only ever concerns this gene's own source
-                _write_cache(cache_file, message.get("text"))
-            elif kind == "result":
-                output = message.get("output")
-                rejected = rejection_of(output)
-                if rejected is not None:
-                    raise rejected
-                return output
-            elif kind == "error":
-                raise _error(gene, message)
-            else:
-                raise GeneFailed(f"gene '{gene.name}': the Node.js runner sent {kind!r}")
+        return channel.converse(
+            lambda message: _reply(memory, message), lambda message: _error(gene, message),
+            None if log_sink is None else (lambda line: log_sink(gene.name, line)), cache)
     finally:
         channel.close()
 
