@@ -19,17 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar, NamedTuple
 
-from .backend import (
+from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
+from .model import Category
+from .rows import decode_agent, decode_brief
+from .sql_text import (
     AGENT_COLUMNS,
     BRIEF_COLUMNS,
     FIRST_PAGE,
     LOOKUP_ROW_AT,
-    NEWEST_PAGE,
     ROW_COLUMNS,
-    AgentRecord,
-    Brief,
-    Row,
-    Transaction,
     browse_sql,
     category_usage_sql,
     expired_sql,
@@ -39,8 +37,6 @@ from .backend import (
     oldest_sql,
     pages,
 )
-from .model import Category
-from .rows import decode_agent, decode_brief
 
 #: Where each column of a ``ROW_COLUMNS`` result row is.
 ROW_AT: dict[str, int] = {c: i for i, c in enumerate(ROW_COLUMNS.split(", "))}
@@ -118,7 +114,7 @@ class SqlTransaction(Transaction):
     def make_row(r: tuple[Any, ...]) -> Row:
         raise NotImplementedError
 
-    #: The backend's substring test on ``lower(key)`` (see ``backend.browse_sql``).
+    #: The backend's substring test on ``lower(key)`` (see ``sql_text.browse_sql``).
     contains_sql: ClassVar[str]
 
     #: Whether some text cannot be stored at all (see :meth:`_storable`): checked

@@ -32,9 +32,10 @@ from typing import Any, Final, Protocol
 
 import psycopg
 
-from ..backend import AGENT_COLUMNS, ROW_COLUMNS, AgentRecord, Row, put_sql
+from ..backend import AgentRecord, Row
 from ..clock import Clock
 from ..errors import storage
+from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, put_sql
 from ..sql_transaction import LOOKUP_EXPIRY_AT, SqlTransaction, Statements
 from .rows import make_row, row_params, storable
 
@@ -50,7 +51,7 @@ MAX_QUEUED: Final = 32
 
 PUT_SQL: Final = put_sql("%s")
 LOCK_AGENT_SQL: Final = "SELECT 1 FROM memory_agents WHERE agent_id = %s FOR UPDATE"
-#: :func:`~rotifer.memory.backend.lookup_sql` without the clock: the agent's earliest expiry instead of
+#: :func:`~rotifer.memory.sql_text.lookup_sql` without the clock: the agent's earliest expiry instead of
 #: "has anything expired by now?", so it can travel with the lock and the clock
 #: be read once the lock is held (the partial expiry index answers it).
 #: Parameters: key, agent id.

@@ -16,7 +16,7 @@ The package: :mod:`.schema` (the tables, as numbered steps), :mod:`.rows`
 :mod:`.backend` (the connection, opening, transactions).
 """
 
-from ..backend import ROW_COLUMNS
+from ..sql_text import ROW_COLUMNS
 from .backend import BUSY_TIMEOUT_S, SqliteBackend
 from .rows import row_params
 from .schema import SCHEMA_VERSION, STEP_1, STEPS
