@@ -168,6 +168,20 @@ class Transaction(Protocol):
 
     def iter_oldest(self, agent_id: str, category: Category) -> Iterator[Brief]: ...
 
+    def oldest_to_free(self, agent_id: str, category: Category, need: int, passing: str
+                       ) -> list[Brief]:
+        """What cleanup takes from ``category`` to free ``need`` bytes: its entries
+        in ``iter_oldest``'s order but ``passing`` (the entry being written), as
+        many as free ``need`` -- all of them if together they free less."""
+        ...
+
+    def evict(self, agent_id: str, category: Category, victims: list[Brief], passing: str
+              ) -> None:
+        """Delete ``victims``: what :meth:`oldest_to_free` returned for ``category``
+        and ``passing`` in this transaction (a backend may delete them as the
+        range of the cleanup order they are)."""
+        ...
+
     def iter_newest(
         self,
         agent_id: str,

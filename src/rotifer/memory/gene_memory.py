@@ -191,10 +191,9 @@ class GeneMemory:
 
         old_size = 0 if old is None else old.size
         used = record.used_bytes - old_size + size
-        victims: list[Brief] = []
         if used > record.quota_bytes:
-            victims = _cleanup(tx, self.agent_id, key, used - record.quota_bytes)
-            freed = sum(v.size for v in victims)
+            taken = _cleanup(tx, self.agent_id, key, used - record.quota_bytes)
+            freed = sum(sum(v.size for v in victims) for _, victims in taken)
             if used - freed > record.quota_bytes:
                 change.refuse(AgentMemoryError(
                     ErrorCode.QUOTA_EXCEEDED,
@@ -203,8 +202,9 @@ class GeneMemory:
                     "(PREFERENCE entries are never removed to make room)"),
                     "write", key, cat, size)
                 return None
-            change.brief_lines("evict", victims, forKey=key)
-            tx.delete(self.agent_id, [v.key for v in victims])
+            for category, victims in taken:  # each line before its entry goes
+                change.brief_lines("evict", victims, forKey=key)
+                tx.evict(self.agent_id, category, victims, key)
             used -= freed
 
         now = change.now_us
@@ -295,17 +295,18 @@ class GeneMemory:
         change.used = record.used_bytes - row.size
 
 
-def _cleanup(tx: Transaction, agent_id: str, writing: str, need: int) -> list[Brief]:
-    """The entries to evict to free ``need`` bytes: CACHE, then PATTERN, then
-    CONTEXT, each least recently updated first.  Never PREFERENCE, never the
-    entry being written (its old bytes are already counted as freed)."""
-    victims: list[Brief] = []
+def _cleanup(tx: Transaction, agent_id: str, writing: str, need: int
+             ) -> list[tuple[Category, list[Brief]]]:
+    """The entries to evict to free ``need`` bytes, by category: CACHE, then
+    PATTERN, then CONTEXT, each least recently updated first.  Never PREFERENCE,
+    never the entry being written (its old bytes are already counted as freed).
+    If they all free less than ``need``, all of them (the caller refuses)."""
+    taken: list[tuple[Category, list[Brief]]] = []
     for category in EVICTION_ORDER:
-        for brief in tx.iter_oldest(agent_id, category):
-            if brief.key == writing:
-                continue
-            victims.append(brief)
-            need -= brief.size
+        victims = tx.oldest_to_free(agent_id, category, need, writing)
+        if victims:
+            taken.append((category, victims))
+            need -= sum(v.size for v in victims)
             if need <= 0:
-                return victims
-    return victims
+                break
+    return taken

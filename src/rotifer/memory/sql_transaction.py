@@ -179,6 +179,22 @@ class SqlTransaction(Transaction):
                        self.sql.oldest_after, _oldest_position, FIRST_PAGE):
             yield decode_brief(r)
 
+    def oldest_to_free(self, agent_id: str, category: Category, need: int, passing: str
+                       ) -> list[Brief]:
+        victims: list[Brief] = []
+        for brief in self.iter_oldest(agent_id, category):
+            if brief.key == passing:
+                continue
+            victims.append(brief)
+            need -= brief.size
+            if need <= 0:
+                break
+        return victims
+
+    def evict(self, agent_id: str, category: Category, victims: list[Brief], passing: str
+              ) -> None:
+        self.delete(agent_id, [v.key for v in victims])
+
     def iter_newest(
         self,
         agent_id: str,
