@@ -32,7 +32,7 @@ def table_suites() -> dict[str, TableSuite]:
 
     return {"scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
             "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run,
-            "langgraph": adapter.run}
+            "langgraph": adapter.run, "eviction": memory.eviction_table}
 
 
 def describe(settings: Settings) -> str:
