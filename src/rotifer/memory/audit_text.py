@@ -106,8 +106,11 @@ class BriefTemplate:
         from the five in turn.  ``nbytes`` must be an ``int`` exactly (the
         f-string writes a bool as ``True``, not JSON's ``true``)."""
         head, middle, tail = self.head, self.middle, self.tail
-        return [f'{head}{quote(key)},"category":{quote(category)}{middle}{nbytes},'
-                f'"entryId":"{entry}","createdBy":{quote(creator)}{tail}'
+        categories, creators = list(categories), list(creators)
+        # A few categories and creators among many lines: each quoted once.
+        quoted = {text: quote(text) for text in {*categories, *creators}}
+        return [f'{head}{quote(key)},"category":{quoted[category]}{middle}{nbytes},'
+                f'"entryId":"{entry}","createdBy":{quoted[creator]}{tail}'
                 for key, category, nbytes, entry, creator
                 in zip(keys, categories, sizes, entries, creators, strict=True)]
 
