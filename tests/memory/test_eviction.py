@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ import pytest
 from rotifer.memory import ErrorCode, ManualClock, MemoryStore
 from rotifer.memory.backend import Row
 from rotifer.memory.model import DEFAULT_ACCESS_POLICY, Category
+from rotifer.memory.sqlite.transaction import EVICT_BEFORE_SQL, OLDEST_SQL
 
 from .helpers import RETAIN_1_DAY, audit_lines, code_of, gene_id
 
@@ -142,6 +144,23 @@ def test_a_write_that_does_not_fit_evicts_nothing(empty_store: MemoryStore, rot:
                    ) is ErrorCode.QUOTA_EXCEEDED
     assert _stored(store, "ag") == before
     assert _evicted(rot) == []
+
+
+def test_sqlite_reads_and_deletes_victims_along_the_cleanup_index(tmp_path: Path) -> None:
+    """Both statements walk the cleanup index from the agent's oldest entry of the
+    category: no scan, no sort (the read is stepped only as far as needed)."""
+    db = tmp_path / "m.db"
+    MemoryStore.open(tmp_path / ".rotifer", url=f"sqlite:{db}").close()
+    conn = sqlite3.connect(db)
+    try:
+        for sql, params in ((OLDEST_SQL, ("a", "CACHE", "k")),
+                            (EVICT_BEFORE_SQL, ("a", "CACHE", 1, 2, "k"))):
+            plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+            assert len(plan) == 1 and plan[0].startswith(
+                "SEARCH memory_entries USING INDEX memory_entries_cleanup "
+                "(agent_id=? AND category=?"), plan
+    finally:
+        conn.close()
 
 
 #: SHA-256 of the audit log :func:`_history` leaves, as written by the code
