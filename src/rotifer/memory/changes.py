@@ -126,8 +126,8 @@ class Change:
         (:class:`~rotifer.memory.audit_text.BriefTemplate`), and the rest is
         done a field at a time over all the entries (``zip(*briefs)``, the
         ids by :func:`~rotifer.memory.model.entry_ids`, each kind of part in
-        one comprehension): a write that evicts 100 entries spends ~1.5 µs a
-        line here instead of ~5 (CPU time, measured in the eviction bench)."""
+        one comprehension): a write that evicts 100 entries spends ~1.5-2 µs a
+        line here instead of ~5 (CPU time, instrumented writes, load 4-9)."""
         if not briefs:
             return
         ts = format_time(self.now_us)
