@@ -176,10 +176,10 @@ def read_lean(view: GeneMemory, key: object, category: object) -> MemoryEntry | 
     store, agent = view.store, view.agent_id
     now = store.clock.now_us()
     with store.backend.peek() as tx:
-        opened = tx.lookup(agent, key, now)  # the full path's one statement
+        opened = tx.lookup_entry(agent, key, now)  # the full path's one statement
     if opened is None:
         return None
-    _, stale, row = opened
+    stale, row = opened
     if stale:
         return FULL
     if row is None:
