@@ -28,9 +28,9 @@ def suites() -> dict[str, Suite]:
 
 
 def table_suites() -> dict[str, TableSuite]:
-    from . import adapter, audit, console, latency, peer_pg, roundtrips, scaling
+    from . import adapter, audit, console, latency, lean, peer_pg, roundtrips, scaling
 
-    return {"scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
+    return {"lean": lean.table, "scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
             "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run,
             "langgraph": adapter.run, "eviction": memory.eviction_table}
 

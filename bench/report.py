@@ -32,9 +32,15 @@ class Result:
     baseline_name: str
     kind: str
     target: float | None
+    #: The median of per-round ratios (``measured / baseline`` in each round),
+    #: when the suite measured them: shown and judged instead of the ratio of
+    #: the medians (``"min"``: its inverse, baseline / measured).
+    paired: float | None = None
 
     @property
     def ratio(self) -> float | None:
+        if self.paired is not None:
+            return 1 / self.paired if self.kind == "min" else self.paired
         if self.baseline is None or self.baseline <= 0 or self.measured <= 0:
             return None
         if self.kind == "min":

@@ -82,3 +82,37 @@ def compare(ops: Mapping[str, Op], *, rounds: int, iters: int, warmup: int = 1,
                 gc.enable()
             samples[name].append(elapsed / iters)
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def compare_paired(ops: Mapping[str, Op], base: str, *, rounds: int, iters: int,
+                   warmup: int = 1, cpu: bool = True) -> tuple[dict[str, float],
+                                                              dict[str, float]]:
+    """Like :func:`compare` (CPU time by default), and each operation's paired
+    ratio to ``base``: the median over the rounds of (its time / ``base``'s time
+    in the same round), which the load of a round moves less than a ratio of
+    medians.  Returns (medians, paired ratios)."""
+    clock = time.thread_time if cpu else time.perf_counter
+    names = list(ops)
+    for name in names:
+        for _ in range(warmup):
+            ops[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            op = ops[name]
+            gc.collect()
+            gc.disable()
+            try:
+                start = clock()
+                for _ in range(iters):
+                    op()
+                elapsed = clock() - start
+            finally:
+                gc.enable()
+            samples[name].append(elapsed / iters)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    ratios = {name: statistics.median(a / b for a, b in zip(values, samples[base], strict=True)
+                                      if b > 0)
+              for name, values in samples.items() if name != base}
+    return medians, ratios

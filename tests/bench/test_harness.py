@@ -181,3 +181,27 @@ def test_compare_takes_another_clock() -> None:
     t = compare({"a": lambda: None}, rounds=2, iters=1, warmup=0,
                 clock=lambda: float(next(ticks)))
     assert t == {"a": 1.0}
+
+
+def test_the_lean_paths_table(tmp_path: Path) -> None:
+    """Issue 24's rows: every lean call against the floor or the full path, and
+    against LangGraph where it is installed; the store ends on the lean paths."""
+    from bench import lean, peer
+
+    settings = Settings(rounds=2, iters=2, scales=(150,), sizes=(100,))
+    results = lean.run_results(tmp_path, settings)
+    names = [(r.name, r.baseline_name) for r in results]
+    assert ("write_memory 100 B (update), lean", "floor: same statements + same append") in names
+    assert ("query_memory 100 × 100 B, lean", "the full path") in names
+    assert len(results) == (7 if peer.available() else 4)
+    assert all(r.paired is not None and r.ratio is not None for r in results)
+
+
+def test_paired_ratios_are_medians_of_per_round_ratios() -> None:
+    from bench.timing import compare_paired
+
+    medians, ratios = compare_paired({"a": lambda: None, "b": lambda: None}, "a", rounds=3,
+                                     iters=5, warmup=0)
+    assert set(medians) == {"a", "b"} and set(ratios) == {"b"} and ratios["b"] > 0
+    paired = Result("g", "n", 2.0, 1.0, "base", "min", 1.0, paired=2.0)
+    assert paired.ratio == 0.5 and paired.met is False

@@ -66,6 +66,20 @@ def test_a_replaced_log_gets_the_next_line(tmp_path: Path) -> None:
     assert [x["seq"] for x in _chained(path)] == [1, 2]
 
 
+def test_a_log_replaced_by_a_file_of_the_same_mode_and_size_gets_the_next_line(
+        tmp_path: Path) -> None:
+    """Only the inode tells this replacement apart: same content, size and mode."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.write([_line(1)])
+    old, mode = path.read_bytes(), path.stat().st_mode
+    path.unlink()
+    path.write_bytes(old)
+    path.chmod(mode)
+    log.write([_line(2)])
+    assert [x["seq"] for x in _chained(path)] == [1, 2]
+
+
 def test_a_torn_line_left_by_another_writer_is_cut_first(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     log = AuditLog(path)
@@ -155,5 +169,43 @@ def test_close_then_write_opens_again(tmp_path: Path) -> None:
     log = AuditLog(path)
     log.write([_line(1)])
     log.close()
+    log.write([_line(2)])
+    assert [x["seq"] for x in _chained(path)] == [1, 2]
+
+
+def test_a_log_emptied_by_someone_else_is_not_chained_to_its_old_end(tmp_path: Path) -> None:
+    """The kept file's size comes from the one ``stat`` of every append: a log cut
+    back (here emptied in place, same inode and mode) must be read again, not
+    taken for the end this process left, so the next line starts a new chain."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.write([_line(1)])
+    log.write([_line(2)])
+    with path.open("r+b") as f:
+        f.truncate(0)
+    log.write([_line(3)])
+    lines = _chained(path)
+    assert [x["seq"] for x in lines] == [3]
+    assert lines[0]["prev"] is None
+
+
+def test_a_log_cut_back_to_an_earlier_line_chains_to_that_line(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.write([_line(1)])
+    first = path.stat().st_size
+    log.write([_line(2)])
+    os.truncate(path, first)
+    log.write([_line(3)])
+    assert [x["seq"] for x in _chained(path)] == [1, 3]
+
+
+def test_a_log_moved_and_moved_back_is_the_same_file(tmp_path: Path) -> None:
+    """Same device and inode again: the kept descriptor is still the log's."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.write([_line(1)])
+    path.rename(tmp_path / "away.jsonl")
+    (tmp_path / "away.jsonl").rename(path)
     log.write([_line(2)])
     assert [x["seq"] for x in _chained(path)] == [1, 2]

@@ -8,7 +8,11 @@ several processes never interleave.
 The log is kept open.  Opening and closing it for every change cost ~7 µs
 of CPU here (more on a slow filesystem); instead the descriptor stays open, and every append,
 holding the lock, checks with one ``stat`` of the path that the path still
-names the open file with the same permissions.  If not -- the log was moved,
+names the open file with the same permissions: the device, inode and mode
+the file had when it was opened.  An inode number cannot be given to another
+file while our descriptor holds it open, so the same (device, inode) is the
+same file, and that ``stat`` is then the open file's own: its size tells
+whether anyone appended since (no ``fstat`` needed).  If not -- the log was moved,
 deleted, replaced (rolled over by another process) or made read-only -- the
 path is opened again, exactly as if it were opened each time: a read-only
 log refuses the open, a removed folder fails it, a new file is appended to.
@@ -197,6 +201,9 @@ class _Open:
 
     fd: int
     pid: int
+    #: The open file's device and inode: the path must still name them.
+    dev: int
+    ino: int
     #: The path's ``st_mode`` when opened: a change (made read-only) reopens it.
     mode: int
     #: The file's size after our last append (-1: unknown), and its last line's
@@ -232,7 +239,7 @@ class LogFile:
                 os.close(kept.fd)
 
     def _locked(self) -> tuple[int, os.stat_result]:
-        """The log file, locked, and its ``fstat``: the kept one if the path still
+        """The log file, locked, and its status: the kept one if the path still
         names it with the same mode, else the path opened again (and kept, if it
         is a regular file).  Reopens if the file rolled over while we waited."""
         kept = self._open
@@ -240,33 +247,45 @@ class LogFile:
             self._open = kept = None  # inherited over fork: that descriptor is the parent's
         path = str(self.path)
         while True:
-            fd = os.open(path, _FLAGS, 0o600) if kept is None else kept.fd
+            if kept is not None:
+                fd = kept.fd
+                try:
+                    _lock(fd)
+                    # The single-stat check (issue 24): one ``stat`` of the path
+                    # against the device, inode and mode remembered at the open,
+                    # instead of ``fstat`` + ``stat`` (~3 µs of a ~10 µs append).
+                    # Our descriptor keeps the inode alive, so no other file can
+                    # have this (device, inode): a match is our file, and the
+                    # ``stat`` is its own (its size then tells whether anyone
+                    # appended since: ``_append_locked``).
+                    now: os.stat_result | None = os.stat(path)
+                except FileNotFoundError:  # moved away
+                    now = None
+                except BaseException:
+                    self._release(fd)
+                    raise
+                if now is not None and now.st_ino == kept.ino and now.st_dev == kept.dev \
+                        and now.st_mode == kept.mode:
+                    return fd, now
+                self._forget()  # not the log any more (or read-only): open the path again
+                kept = None
+                continue
+            fd = os.open(path, _FLAGS, 0o600)
             try:
                 _lock(fd)
                 info = os.fstat(fd)
                 if fcntl is None or not stat.S_ISREG(info.st_mode):
-                    if kept is not None:
-                        self._forget()
                     return fd, info
                 now = os.stat(path)
             except FileNotFoundError:  # moved away
                 now = None
             except BaseException:
-                if kept is None:
-                    os.close(fd)
-                else:
-                    self._release(fd)
+                os.close(fd)
                 raise
-            if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino) \
-                    and (kept is None or now.st_mode == kept.mode):
-                if kept is None:
-                    self._open = _Open(fd, os.getpid(), now.st_mode)
+            if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
+                self._open = _Open(fd, os.getpid(), info.st_dev, info.st_ino, now.st_mode)
                 return fd, info
-            if kept is None:
-                os.close(fd)  # rolled over while we waited: append to the new file
-            else:
-                self._forget()  # not the log any more: open the path again
-                kept = None
+            os.close(fd)  # rolled over while we waited: append to the new file
 
     def _release(self, fd: int) -> None:
         kept = self._open

@@ -143,6 +143,12 @@ class Transaction(Protocol):
         """
         ...
 
+    def lookup_entry(self, agent_id: str, key: str, now_us: int
+                     ) -> tuple[bool, Row | None] | None:
+        """:meth:`lookup` without the agent's record: (expired?, the entry)."""
+        opened = self.lookup(agent_id, key, now_us)
+        return None if opened is None else opened[1:]
+
     def put(self, row: Row) -> None:
         """Insert the row, or replace the one with the same (agent, key)."""
         ...

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
 from .changes import Change, to_entry
 from .errors import AgentMemoryError, ErrorCode, denied, invalid
 from .filters import MemoryFilter, ParsedFilter
+from .lean import FULL, query_lean, read_lean, write_lean
 from .model import (
     DEFAULT_ACCESS_POLICY,
     EVICTION_ORDER,
@@ -93,6 +94,10 @@ class GeneMemory:
     # -- read -------------------------------------------------------------------
 
     def read_memory(self, key: str, category: Category | str | None = None) -> MemoryEntry | None:
+        if not self.store.force_full_paths:
+            found = read_lean(self, key, category)
+            if found is not FULL:
+                return cast("MemoryEntry | None", found)
         actor = self._require_actor("read", key)
         check_key(key)
         wanted = None if category is None else parse_category(category)
@@ -143,6 +148,10 @@ class GeneMemory:
         access_policy: AccessPolicy | dict[str, Any] | None = None,
         retention_policy: RetentionPolicy | dict[str, Any] | Unset | None = UNSET,
     ) -> MemoryEntry:
+        if not self.store.force_full_paths:
+            written = write_lean(self, key, value, category, access_policy, retention_policy)
+            if written is not FULL:
+                return cast(MemoryEntry, written)
         actor = self._require_actor("write", key)
         check_key(key)
         data = check_value(value)
@@ -228,6 +237,10 @@ class GeneMemory:
 
     def query_memory(self, filter: MemoryFilter | dict[str, Any] | None = None
                      ) -> list[MemoryEntry]:
+        if not self.store.force_full_paths:
+            answer = query_lean(self, filter)
+            if answer is not FULL:
+                return cast("list[MemoryEntry]", answer)
         actor = self._require_actor("query")
         wanted = MemoryFilter.parse(filter)
         store = self.store

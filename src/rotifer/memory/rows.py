@@ -52,11 +52,16 @@ def _blob(value: object) -> bytes:
 
 def entry_params(row: Row, retention: object) -> tuple[Any, ...]:
     """The row as parameters in ``PUT_COLUMNS`` order, its retention already
-    converted to what the backend stores."""
+    converted to what the backend stores.
+
+    The enums' texts are read as ``_value_`` (the member's own attribute)
+    rather than ``.value`` (a Python-level property on every read: four of
+    the five a write made, ~0.4 µs each under cProfile)."""
+    access = row.access
     return (
-        row.agent_id, row.key, row.category.value, row.value, row.size, row.created_by,
+        row.agent_id, row.key, row.category._value_, row.value, row.size, row.created_by,
         row.creator_domain, row.last_accessed_by, row.created_us, row.updated_us,
-        row.access.read_scope.value, row.access.write_scope.value, row.access.share_policy.value,
+        access.read_scope._value_, access.write_scope._value_, access.share_policy._value_,
         retention, row.expires_us, row.seq,
     )
 

@@ -169,6 +169,22 @@ class SqlTransaction(Transaction):
         return (decode_agent(r[:LOOKUP_EXPIRY_AT]), bool(r[LOOKUP_EXPIRY_AT]),
                 None if r[at] is None else self.make_row(r[at:]))
 
+    def lookup_entry(self, agent_id: str, key: str, now_us: int
+                     ) -> tuple[bool, Row | None] | None:
+        """:meth:`lookup`'s statement, its agent's columns not decoded (the lean
+        read needs only "has anything expired?" and the entry: ~0.9 µs less)."""
+        looked_for: str | None = key
+        if self.checks_text:
+            if not self._storable(agent_id):
+                return None
+            if not self._storable(key):
+                looked_for = None  # no stored key can equal it
+        r = self._one(self.sql.lookup, (now_us, looked_for, agent_id))
+        if r is None:
+            return None
+        at = LOOKUP_ROW_AT
+        return bool(r[LOOKUP_EXPIRY_AT]), None if r[at] is None else self.make_row(r[at:])
+
     def iter_expired(self, agent_id: str, now_us: int) -> Iterator[Brief]:
         for r in pages(self._all, self.sql.expired, (agent_id, now_us), self.sql.expired_after,
                        _expired_position, FIRST_PAGE):

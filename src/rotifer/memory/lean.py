@@ -1,0 +1,246 @@
+"""The lean paths of a gene's write, read and query (issue 24, targets 1-2).
+
+Each is ONE function beside the full path in :mod:`rotifer.memory.gene_memory`
+and does exactly what the full path does in the common case -- the same SQL
+statements in the same order, the same audit bytes appended before the commit
+(write-ahead), the same returned entry -- with less Python around it: no
+``Change`` object, no closure handed to ``MemoryStore.change``, no re-parsing
+of what the store decoded already, each timestamp, entry id and enum value
+read once, the audit line's dict and JSON built once.  Whenever the call is
+not the common case (anything expired, an eviction, a refusal, a policy given
+or changed, a value or category of an unusual type, a query needing more than
+its first page, a read that must note its reader) a lean path answers
+:data:`FULL` before it has changed anything, and the caller goes the full way,
+which then decides and says everything itself.
+
+Both backends run them: they use only the backend interface
+(:class:`~rotifer.memory.backend.Transaction`).  ``tests/memory/test_lean.py``
+runs the lean and full paths on the same operations (with every fallback) on
+two stores and compares entries, errors, audit bytes and stored rows;
+``MemoryStore.force_full_paths`` (that test's switch) turns the lean paths off.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from .audit_text import line_text
+from .backend import NEWEST_PAGE, new_row
+from .changes import Change, settle
+from .clock import format_time
+from .errors import invalid
+from .filters import MemoryFilter
+from .model import (
+    DEFAULT_ACCESS_POLICY,
+    MAX_QUERY_BYTES,
+    MAX_VALUE_BYTES,
+    UNSET,
+    Category,
+    MemoryEntry,
+    Scope,
+    check_key,
+    entry_id,
+    stored_entry,
+)
+from .policy import expires_at
+
+if TYPE_CHECKING:
+    from .gene_memory import GeneMemory
+
+
+class _Full:
+    """The answer "take the full path" (nothing was changed)."""
+
+    def __repr__(self) -> str:
+        return "FULL"
+
+
+FULL: Final = _Full()
+
+
+class _GoFull(Exception):
+    """Raised inside the write transaction to roll it back (it has only looked)
+    and take the full path."""
+
+
+#: A category given as text, to its member, without calling the enum.
+_CATEGORY: Final = {c.value: c for c in Category}
+_ALL, _CREATOR, _DOMAIN = Scope.ALL_GENES, Scope.CREATOR_GENE_ONLY, Scope.SAME_DOMAIN
+
+
+def write_lean(view: GeneMemory, key: object, value: object, category: object,
+               access_policy: object, retention_policy: object) -> MemoryEntry | _Full:
+    """``write_memory`` without eviction, refusal, expiry or a policy change.
+
+    What it skips, and why that is safe: the policies are not parsed (it runs
+    only when none are given: a new entry gets the defaults, which every data
+    policy allows; an update keeps the stored ones, so nothing needs checking
+    again); the key and value are checked once (``check_key``, the same errors
+    as the full path); the row, the audit line (dict and JSON) and the entry
+    are built once from the same values.  The statements are the full path's
+    (``lookup_holding``, ``put``, ``log_lines``, the append, ``update_agent``,
+    commit), in its order; a failure after the append is settled as the full
+    path settles it (``rolled_back`` if not committed)."""
+    actor = view.actor
+    if actor is None or access_policy is not None or retention_policy is not UNSET:
+        return FULL
+    size = len(check_key(key))  # raises what the full path raises, before anything
+    if value.__class__ is not bytes or (category.__class__ is not str \
+            and category.__class__ is not Category):
+        return FULL
+    data = value
+    cat = category if category.__class__ is Category else _CATEGORY.get(category)
+    if cat is None or len(data) > MAX_VALUE_BYTES:
+        return FULL
+    key = cast(str, key)  # check_key passed
+    size += len(data)
+    store, agent, gene = view.store, view.agent_id, actor.gene_id
+    logged = appended = False
+    line: dict[str, Any] = {}
+    seq, epoch = 0, ""
+    try:
+        with store.backend.write(agent) as tx:
+            opened, clock_now = tx.lookup_holding(agent, key, store.clock)
+            if opened is None or opened[1]:
+                raise _GoFull  # no agent, or something to purge first
+            record, _, old = opened
+            last_us = record.last_us
+            now = clock_now if clock_now > last_us else last_us + 1
+            seq, epoch = record.next_seq, record.epoch
+            if old is None:
+                access, retention, created_by, domain, created_us = (
+                    DEFAULT_ACCESS_POLICY, None, gene, actor.domain, now)
+                old_size = 0
+            else:
+                access, retention = old.access, old.retention
+                created_by, domain, created_us = old.created_by, old.creator_domain, \
+                    old.created_us
+                scope = access.write_scope
+                if not (scope is _ALL or (gene == created_by and scope is not Scope.DEPLOYER_CONFIGURED)
+                        or (scope is _DOMAIN and actor.domain is not None
+                        and actor.domain == domain)):
+                    raise _GoFull  # refused: the full path audits it
+                old_size = len(old.key.encode()) + len(old.value)
+            used = record.used_bytes - old_size + size
+            if used > record.quota_bytes:
+                raise _GoFull  # eviction (or refusal): the full path's cleanup
+            data_policy = record.data_policy
+            row = new_row(agent, key, cat, data, created_by, domain, gene, created_us, now,
+                          access, retention, expires_at(now, retention, data_policy), seq)
+            ts = format_time(now)
+            eid = entry_id(agent, key)
+            action = "write" if old is None else "update"
+            cat_text: str = cat._value_
+            extra: dict[str, Any] = {} if old is None else {"previousBytes": old_size}
+            line = {"ts": ts, "agent": agent, "action": action, "key": key,
+                    "category": cat_text, "actor": gene, "bytes": size, "entryId": eid,
+                    **extra}
+            if epoch:
+                line["epoch"] = epoch
+            line["seq"] = seq
+            text = line_text(ts, agent, action, key, cat_text, gene, size, eid, extra, seq,
+                             epoch)
+            tx.put(row)
+            logged = True
+            texts = [text]
+            tx.log_lines(agent, seq, texts)
+            head = store.audit.write([line], texts)
+            appended = True
+            tx.update_agent(agent, used, seq + 1, now, head)
+    except _GoFull:
+        return FULL
+    except BaseException as exc:
+        if logged:
+            change = Change(agent, 0, gene, seq=seq, epoch=epoch, lines=[line], logged=True,
+                            appended=appended)
+            settle(store.backend, store.audit, store.clock, change, exc)
+        raise
+    return stored_entry(eid, cat, key, data, created_by, gene,
+                        ts if created_us == now else format_time(created_us), ts, access,
+                        retention)
+
+
+def read_lean(view: GeneMemory, key: object, category: object) -> MemoryEntry | _Full | None:
+    """``read_memory`` of an entry its reader read last, or of no entry.
+
+    What it skips: the category filter's parsing (only without one), the
+    scope check's function call (inlined), and the Change machinery, which a
+    read that changes nothing never needs.  Anything else -- something
+    expired, a refusal (audited), a read that must note a new reader in
+    ``lastAccessedBy`` -- is the full path's."""
+    actor = view.actor
+    if actor is None or category is not None:
+        return FULL
+    check_key(key)
+    key = cast(str, key)  # check_key passed
+    store, agent = view.store, view.agent_id
+    now = store.clock.now_us()
+    with store.backend.peek() as tx:
+        opened = tx.lookup_entry(agent, key, now)  # the full path's one statement
+    if opened is None:
+        return None
+    stale, row = opened
+    if stale:
+        return FULL
+    if row is None:
+        return None
+    gene = actor.gene_id
+    access, created_by = row.access, row.created_by
+    scope = access.read_scope
+    if row.last_accessed_by != gene or not (
+            scope is _ALL or (gene == created_by and scope is not Scope.DEPLOYER_CONFIGURED)
+            or (scope is _DOMAIN and actor.domain is not None
+            and actor.domain == row.creator_domain)):
+        return FULL
+    return stored_entry(entry_id(agent, key), row.category, key, row.value, created_by, gene,
+                        format_time(row.created_us), format_time(row.updated_us), access,
+                        row.retention)
+
+
+def query_lean(view: GeneMemory, filter: object) -> list[MemoryEntry] | _Full:
+    """``query_memory`` answered by its first page, nothing expired.
+
+    What it skips: the per-row function calls of the full path's loop (the
+    scope check, the entry's size and its construction are inlined, with
+    their lookups bound once) and the purge's second look-up: the "has
+    anything expired?" statement is the same, but an answer of yes goes the
+    full way, which purges.  The rows, their order and the page are the
+    backend's, the same statements as the full path."""
+    actor = view.actor
+    if actor is None:
+        return FULL
+    wanted = MemoryFilter.parse(filter)
+    store, agent = view.store, view.agent_id
+    now = store.clock.now_us()
+    limit = wanted.limit
+    most = min(limit, NEWEST_PAGE)
+    found: list[MemoryEntry] = []
+    with store.backend.peek() as tx:
+        opened = tx.lookup(agent, None, now)  # = store.has_expired's statement
+        if opened is not None and opened[1]:
+            return FULL
+        now = store.clock.now_us()  # read again, as the full path does after its purge check
+        rows = tx.iter_newest(agent, category=wanted.category, key_prefix=wanted.key_prefix,
+                              since_us=wanted.since_us, until_us=wanted.until_us, first=limit)
+        gene, domain = actor.gene_id, actor.domain
+        total = 0
+        append, make = found.append, stored_entry
+        for scanned, (_, key, cat, value, created_by, creator_domain, last_by, created_us,
+                      updated_us, access, retention, expires_us, _) in enumerate(rows, 1):
+            scope = access.read_scope
+            if (expires_us is None or expires_us > now) and (
+                    scope is _ALL or (gene == created_by and scope is not Scope.DEPLOYER_CONFIGURED)
+                    or (scope is _DOMAIN and domain is not None and domain == creator_domain)):
+                total += len(key.encode()) + len(value)
+                if total > MAX_QUERY_BYTES:
+                    raise invalid(
+                        "the matching entries are larger than 4 MiB in total: lower limit or "
+                        "narrow the filter")
+                append(make(entry_id(agent, key), cat, key, value, created_by, last_by,
+                            format_time(created_us), format_time(updated_us), access,
+                            retention))
+                if len(found) >= limit:
+                    return found
+            if scanned == most:
+                return FULL  # more pages: the full path reads them from one snapshot
+    return found
