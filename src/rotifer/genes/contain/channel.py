@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
 
+from .cleanup import signals_deferred
+
 #: A gene's output, logs and memory traffic beyond this many bytes a message is refused.
 MAX_MESSAGE_BYTES = 64 << 20
 #: What the parent passes on of a child's own stdout/stderr (a flood is cut there).
@@ -206,9 +208,9 @@ class Channel:
             except BlockingIOError:
                 return
             if not chunk:  # the child (and all it started) closed its output
-                self._poll.unregister(self._err)
-                os.close(self._err)
-                self._err = None
+                fd, self._err = self._err, None  # forgotten first: never closed twice
+                self._poll.unregister(fd)
+                os.close(fd)
                 self._flush_line()
                 return
             self._err_tail = (self._err_tail + chunk)[-4096:]
@@ -328,14 +330,17 @@ class Channel:
                           "returned an output" + (f": {tail}" if tail else ""))
 
     def close(self) -> None:
-        """Kill what is left of the run (the child, anything it started) and reap it."""
-        self._kill()
-        try:
-            self.proc.wait()
-        finally:
-            self.proc.release()
-        self._drain_output()
-        for fd in (self._to_child, self._from_child, self._err):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        """Kill what is left of the run (the child, anything it started) and
+        reap it; a stop signal meanwhile is handled once that is done."""
+        with signals_deferred():
+            self._kill()
+            try:
+                self.proc.wait()
+            finally:
+                self.proc.release()
+            self._drain_output()
+            for fd in (self._to_child, self._from_child, self._err):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self._err = None

@@ -83,8 +83,13 @@ class ServedChild:
                 f"gene '{name}': the Python fork server could not start its process"
                 + (f": {why}" if why else " (it stopped; the next run starts a new one)"))
         self.pid = int(reply["pid"])
-        # Safe: the server does not reap the child while this run's socket is open.
-        self._pidfd = os.pidfd_open(self.pid)
+        try:
+            # Safe: the server does not reap the child while this run's socket is open.
+            self._pidfd = os.pidfd_open(self.pid)
+        except OSError:  # only if the server died (and its children with it) meanwhile
+            raise GeneUnavailable(f"gene '{name}': the Python fork server stopped as it "
+                                  "started the gene's process (the next run starts a new "
+                                  "one)") from None
 
     def _message(self, timeout: float | None) -> dict[str, Any] | None:
         """The server's next message on this run's socket (None: it closed, or

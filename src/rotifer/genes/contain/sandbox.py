@@ -47,6 +47,7 @@ from pathlib import Path
 from rotifer.genes.errors import GeneUnavailable
 
 from . import kernel
+from .cleanup import signals_deferred
 
 #: The default data-size limit of a contained gene (MiB); ``agent create --gene-memory``.
 DEFAULT_MEMORY_MIB = 1024
@@ -153,4 +154,5 @@ def sandbox(name: str, read: list[str], grant: Grant) -> Iterator[Sandbox]:
             raise GeneUnavailable(f"gene '{name}' cannot be contained: {exc}") from None
         yield Sandbox(temp, plan, child_env(temp))
     finally:
-        shutil.rmtree(temp, ignore_errors=True)
+        with signals_deferred():  # rmtree cut by a signal closes a descriptor twice
+            shutil.rmtree(temp, ignore_errors=True)

@@ -68,6 +68,7 @@ class _Run:
     pid: int
     sock: socket.socket | None
     pidfd: int
+    ended: bool = False
     status: int | None = None
 
 
@@ -93,6 +94,9 @@ class Server:
         self.runs: dict[int, _Run] = {}  # by pid
 
     def serve(self) -> None:
+        """Events are dispatched on the run they belong to, not on a descriptor
+        number: one batch may end a run (its socket's end, then its pidfd's)
+        whose numbers a request later in the batch gets again."""
         while True:
             for key, _ in self.selector.select():
                 if key.fileobj is self.control:
@@ -129,9 +133,12 @@ class Server:
                 os.close(fd)
             return True
         if pid == 0:
-            sock.detach()
-            self._forget()
-            _become_gene(request, fds[1:])  # never returns
+            try:
+                sock.detach()
+                self._forget()
+                _become_gene(request, fds[1:])
+            finally:
+                os._exit(70)  # the child never returns into the server's loop
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)  # the child does it too: whichever comes first
         for fd in fds[1:]:
@@ -145,7 +152,10 @@ class Server:
         return True
 
     def _ended(self, run: _Run) -> None:
+        if run.ended:
+            return  # seen already, earlier in the same batch
         self.selector.unregister(run.pidfd)
+        run.ended = True
         run.status = _status(run.pid)
         if run.sock is None:
             self._reap(run)
@@ -156,15 +166,17 @@ class Server:
     def _closed(self, run: _Run) -> None:
         """The parent is done with the run (or a message it should not send):
         kill the child's group; reap it once it has ended."""
-        assert run.sock is not None
+        if run.sock is None:
+            return
         self.selector.unregister(run.sock)
         run.sock.close()
         run.sock = None
         with contextlib.suppress(OSError):
             os.killpg(run.pid, signal.SIGKILL)
-        if run.status is not None or _status(run.pid) is not None:
-            with contextlib.suppress(KeyError, ValueError):
-                self.selector.unregister(run.pidfd)
+        if not run.ended and _status(run.pid) is not None:
+            self.selector.unregister(run.pidfd)  # ended, its pidfd not yet seen
+            run.ended = True
+        if run.ended:
             self._reap(run)
 
     def _reap(self, run: _Run) -> None:
