@@ -49,9 +49,10 @@ class Child(Protocol):
     @property
     def pid(self) -> int: ...
 
-    def wait(self, timeout: float | None = None) -> int | None:
-        """Its exit status once it has ended (negative: a signal; None: unknown);
-        ``subprocess.TimeoutExpired`` when it has not within ``timeout``."""
+    def wait(self, timeout: float | None = None, status: bool = True) -> int | None:
+        """Its exit status once it has ended (negative: a signal; None: unknown,
+        or not asked for: ``status`` False); ``subprocess.TimeoutExpired`` when
+        it has not within ``timeout``."""
 
     def kill(self) -> None:
         """SIGKILL its process group: the child and whatever it started."""
@@ -74,7 +75,7 @@ class Started:
     def pid(self) -> int:
         return self.proc.pid
 
-    def wait(self, timeout: float | None = None) -> int | None:
+    def wait(self, timeout: float | None = None, status: bool = True) -> int | None:
         return self.proc.wait(timeout)
 
     def kill(self) -> None:
@@ -335,7 +336,7 @@ class Channel:
         with signals_deferred():
             self._kill()
             try:
-                self.proc.wait()
+                self.proc.wait(status=False)  # gone is enough: no wake-up for its status
             finally:
                 self.proc.release()
             self._drain_output()

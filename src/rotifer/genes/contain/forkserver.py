@@ -106,20 +106,21 @@ class ServedChild:
         doc = json.loads(data)
         return doc if isinstance(doc, dict) else None
 
-    def wait(self, timeout: float | None = None) -> int | None:
+    def wait(self, timeout: float | None = None, status: bool = True) -> int | None:
         """The child's exit status once it has ended (negative: the signal that
-        killed it; None: the server is gone and cannot say); raises
-        ``subprocess.TimeoutExpired`` if it has not ended within ``timeout``."""
+        killed it; None: the server is gone and cannot say, or not ``status``:
+        only its end matters, and the server's message is not waited for);
+        raises ``subprocess.TimeoutExpired`` if it has not ended within ``timeout``."""
         if not self._ended:
             if not _readable(self._pidfd, timeout):
                 raise subprocess.TimeoutExpired("python gene", timeout or 0.0)
             self._ended = True
-            while self.returncode is None:
-                message = self._message(STATUS_WAIT_S)
-                if message is None:
-                    break
-                if "status" in message:
-                    self.returncode = message["status"]
+        while status and self.returncode is None and self._sock.fileno() >= 0:
+            message = self._message(STATUS_WAIT_S)
+            if message is None:
+                break
+            if "status" in message:
+                self.returncode = message["status"]
         return self.returncode
 
     def kill(self) -> None:

@@ -11,6 +11,7 @@ store's pages, the environment and open descriptors into the gene's reach).
 from __future__ import annotations
 
 import base64
+import contextlib
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +119,14 @@ def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
 
 def _converse(channel: Channel, gene: Gene, code: str, input: Any, memory: GeneMemoryAccess,
               deadline_s: float, agent: str | None, sink: LogSink) -> Any:
+    # The start message goes at once, before the child says it is ready: it
+    # waits in the pipe until the child, confined by then, reads it -- one
+    # wake-up of each process fewer a run (milliseconds on a loaded machine).
+    with contextlib.suppress(GeneFailed):  # it ended unread: what it said tells why
+        channel.send({"type": "start", "code": code,
+                      "codeFile": str(gene.code_file), "input": input, "agent": agent,
+                      "gene": {"name": gene.name, "domain": gene.domain,
+                               "version": gene.phenotype.version, "v2Id": gene.v2_id}})
     ready = channel.receive()
     if ready.get("type") == "error" and ready.get("kind") == "unconfined":
         raise GeneUnavailable(f"gene '{gene.name}': the Python process could not be confined "
@@ -126,10 +135,6 @@ def _converse(channel: Channel, gene: Gene, code: str, input: Any, memory: GeneM
     if ready.get("type") != "ready":
         raise GeneFailed(f"gene '{gene.name}': the Python process did not start")
     channel.restart_deadline(deadline_s)
-    channel.send({"type": "start", "code": code,
-                  "codeFile": str(gene.code_file), "input": input, "agent": agent,
-                  "gene": {"name": gene.name, "domain": gene.domain,
-                           "version": gene.phenotype.version, "v2Id": gene.v2_id}})
     return channel.converse(lambda message: _reply(memory, message),
                             lambda message: _error(gene, message),
                             lambda line: sink(gene.name, line))
