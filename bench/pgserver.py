@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL server for the benchmarks, on 127.0.0.1 only.
 
-The same recipe as the test suite's server (``tests/pg_plugin.py``):
+The same recipe as the test suite's server (``tests/pg_servers.py``):
 ``initdb`` in a temporary directory, trust authentication for loopback only,
 ``fsync=off`` (the data is thrown away), run as ``nobody`` when we are root.
 It is repeated here rather than imported because the bench must not depend on

@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from rotifer.memory import MemoryStore
-from tests.memory.conftest import pg_fresh_url, pg_schemas, pg_url  # noqa: F401  (fixtures)
 
 from .helpers import clean_env, init_project, ok, rotifer_command
 
@@ -117,7 +116,7 @@ def test_many_interrupted_moves_end_true(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_many_interrupted_moves_to_postgres_end_true(tmp_path: Path,
-                                                     pg_fresh_url: str) -> None:  # noqa: F811
+                                                     pg_fresh_url: str) -> None:
     root = project(tmp_path / "p")
     print(trials(root, pg_fresh_url, 16, seed=2))
 

@@ -32,6 +32,7 @@ def commands(root: Path) -> dict[str, tuple[str, ...]]:
     """The commands that need the agent's memory to exist already."""
     return {
         "list": ("agent", "list"),
+        "show": ("agent", "show", "bot"),
         "memory list": ("agent", "memory", "list", "bot"),
         "memory delete": ("agent", "memory", "delete", "bot", "--key", "formatter/indent"),
         "export": ("agent", "export", "bot", str(root.parent / "bot.export")),

@@ -16,7 +16,6 @@ from rotifer.console import chart
 from rotifer.console.app import key_ref
 from rotifer.memory import Category
 from tests.console.helpers import Served, fill_history, make_project
-from tests.memory.conftest import pg_fresh_url, pg_schemas, pg_url  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,10 @@ project that user owns: every attack refused when contained; with
 ``--trust`` the representative ones (read the store, TCP connect, write
 outside, ...) succeed, so the test bites as nobody too.
 
-Only root can become nobody: as anyone else the test is skipped.
+Only root can become nobody: as anyone else the test is skipped.  As root it
+also needs nobody to reach this Python: one under /root (pyenv) is not, and
+then the test is skipped -- failed under ``CI``, where ``.ci/run`` runs
+``.ci/let-nobody-run-python``, which grants the least that lets it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -54,18 +57,27 @@ def chown_tree(top: Path, uid: int, gid: int) -> None:
             os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
 
 
+def cannot(reason: str) -> NoReturn:
+    """Skip (as root, fail under CI: ``.ci/run`` makes it possible) saying why."""
+    if os.environ.get("CI"):
+        pytest.fail(reason + " (CI must run the suite as nobody too: .ci/run calls "
+                    ".ci/let-nobody-run-python)")
+    pytest.skip(reason)
+
+
 @pytest.fixture
 def nobody_dir() -> Iterator[tuple[Path, pwd.struct_passwd]]:
     """A folder nobody owns (pytest's tmp_path is root's alone, 0700)."""
     if os.geteuid() != 0:
         pytest.skip("only root can run the suite as another user")
     if shutil.which("setpriv") is None:
-        pytest.skip("setpriv (util-linux) is not installed")
+        cannot("setpriv (util-linux) is not installed")
     for path in (Path(sys.executable), Path(os.path.realpath(sys.executable)),
                  Path(__file__).resolve()):
         if not reachable_by_others(path.parent):
-            pytest.skip(f"{path.parent} is not reachable by other users (a Python under "
-                        "/root, e.g. pyenv): nobody could not run rotifer")
+            cannot(f"{path.parent} is not reachable by other users (a Python under /root, "
+                   "e.g. pyenv): nobody could not run rotifer; as root, "
+                   ".ci/let-nobody-run-python lets it")
     user = pwd.getpwnam("nobody")
     base = Path(tempfile.mkdtemp(prefix="rotifer-nobody-"))
     try:

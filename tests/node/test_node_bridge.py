@@ -87,7 +87,9 @@ export function express(input: { s: string }, ctx: any) {
 }""")
     Agents(project).create("a", ["echo"], "seq", 10 << 20)
     big = "é" * 4_000_000  # 8 MB of UTF-8: far more than a pipe holds
-    out = run_agent(project, "a", {"s": big})
+    # 8 MB each way and two 1 MiB values: on a busy 2-core machine that took
+    # more than the default 10 s deadline, which this test is not about.
+    out = run_agent(project, "a", {"s": big}, deadline_s=300)
     assert out == {"s": big + "!", "same": True, "over": "MEMORY_INVALID_INPUT"}
 
 

@@ -370,11 +370,13 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
 def _register_transfer() -> None:
     from .audit import audit_group
     from .delete import delete_command
+    from .show import show_command
     from .transfer import register
 
     register(agent_group)
     agent_group.add_command(audit_group)
     agent_group.add_command(delete_command)
+    agent_group.add_command(show_command)
 
 
 _register_transfer()
