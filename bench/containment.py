@@ -1,15 +1,25 @@
-"""Containment's cost (issue 23): one Python gene run contained vs trusted (in
-process), one Node gene run contained vs trusted (an unconfined child), and a
-Python gene making 1,000 memory calls in one run, contained vs trusted.
+"""Containment's cost (issue 23 item 5), contained against trusted, in
+interleaved rounds (bench/timing.py: the ratios hold on a loaded machine
+even when the times do not):
 
-    .venv/bin/python bench/containment.py [ROUNDS]
+- one Python gene run (the fork server's child vs in process), and the first
+  contained run of a process, which starts the fork server;
+- one Node gene run (a confined vs an unconfined child);
+- 1,000 memory writes in one run, timed inside the gene (wall and CPU: the
+  gene's process, plus the parent's thread that serves the calls when
+  contained), and 1,000 reads of a missing key (the store does little: the
+  round trip shows);
+- what a round trip costs at least on this machine: two processes passing a
+  byte back and forth over two pipes; and how much slower the store's own
+  code runs when each call is followed by such a round trip with a process
+  that does nothing (caches and, in a VM, the idle CPU's wake-up).
 
-Prints the median of ROUNDS (default 15) of each, in ms, and the ratios; all
-in one run, so the ratios hold on a loaded machine even when the times do not.
+    PYTHONPATH=. .venv/bin/python bench/containment.py [ROUNDS]
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
@@ -17,28 +27,117 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.timing import compare
+from rotifer.genes.contain.forkserver import server
 from rotifer.genes.contain.sandbox import CONTAINED, Grant
 from rotifer.genes.execute import express
-from rotifer.genes.gene import load_gene, register_gene
+from rotifer.genes.gene import Gene, load_gene, register_gene
 from rotifer.genes.registry import Registry
-from rotifer.memory import DeniedMemory, MemoryStore
+from rotifer.memory import DeniedMemory, GeneMemoryAccess, MemoryStore
 from tests.genes.helpers import write_gene
 
-CALLS = ("def express(input, ctx):\n    for i in range(1000):\n"
-         "        ctx.memory.write_memory('b/k%d' % (i % 50), b'v', 'CACHE')\n    return 1\n")
+TRUSTED = Grant(trusted=True)
+CALLS = """import time
+def express(input, ctx):
+    m = ctx.memory
+    wall, cpu = time.perf_counter(), time.thread_time()
+    for i in range(1000):
+        if input == "write":
+            m.write_memory('b/k%d' % (i % 50), b'v', 'CACHE')
+        else:
+            m.read_memory('none/here')
+    return [time.perf_counter() - wall, time.thread_time() - cpu]
+"""
 
 
-def median_ms(f: Callable[[], object], rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+def calls(gene: Gene, memory: GeneMemoryAccess, op: str,
+          rounds: int) -> tuple[list[tuple[str, float, float]], str]:
+    """(what, contained, trusted) for the loop's wall and CPU time (ms),
+    medians; and a line splitting a contained call's CPU between the two
+    processes (µs a call)."""
+    got: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+    for r in range(rounds):
+        for contained in ((True, False) if r % 2 else (False, True)):
+            cpu = time.thread_time()
+            wall, gene_cpu = express(gene, op, memory, deadline_s=600,
+                                     grant=CONTAINED if contained else TRUSTED)
+            parent = time.thread_time() - cpu if contained else 0.0
+            got[contained].append((wall, gene_cpu + parent, parent))
+    med = {k: [statistics.median(x[i] for x in v) * 1e3 for i in (0, 1, 2)]
+           for k, v in got.items()}
+    split = (f"1,000 {op}s contained, a call's CPU: {med[True][2]:.0f} us serving it in rotifer, "
+             f"{med[True][1] - med[True][2]:.0f} us in the gene's process; in process "
+             f"{med[False][1]:.0f} us; wall {med[True][0]:.0f} us")
+    return [(f"1,000 {op}s: loop wall", med[True][0], med[False][0]),
+            (f"1,000 {op}s: CPU, both processes", med[True][1], med[False][1])], split
+
+
+def round_trip_floor(n: int = 5000) -> float:
+    """µs a one-byte round trip between two processes over two pipes takes."""
+    a_r, a_w = os.pipe()
+    b_r, b_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(a_w)
+        while os.read(a_r, 1):
+            os.write(b_w, b"y")
+        os._exit(0)
+    os.close(a_r)
+    os.close(b_w)
+    start = time.perf_counter()
+    for _ in range(n):
+        os.write(a_w, b"x")
+        os.read(b_r, 1)
+    took = time.perf_counter() - start
+    os.close(a_w)
+    os.waitpid(pid, 0)
+    os.close(b_r)
+    return took / n * 1e6
+
+
+def interleaved_store_cpu(memory: GeneMemoryAccess, rounds: int) -> tuple[float, float]:
+    """µs of this thread's CPU a write takes alone, and followed each time by a
+    round trip with a process that does nothing."""
+    a_r, a_w = os.pipe()
+    b_r, b_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(a_w)
+        while os.read(a_r, 1):
+            os.write(b_w, b"y")
+        os._exit(0)
+    os.close(a_r)
+    os.close(b_w)
+
+    def pings() -> None:
+        for _ in range(100):
+            os.write(a_w, b"x")
+            os.read(b_r, 1)
+
+    def writes(ping: bool) -> Callable[[], object]:
+        def run() -> None:
+            for i in range(100):
+                memory.write_memory(f"b/k{i % 50}", b"v", "CACHE")
+                if ping:
+                    os.write(a_w, b"x")
+                    os.read(b_r, 1)
+        return run
+
+    try:
+        # The ping's own CPU (a write and a read, ~the floor's system calls) is
+        # taken out below by timing the pings alone.
+        got = compare({"alone": writes(False), "ping": writes(True), "pings only": pings},
+                      rounds=rounds, iters=1, cpu=True)
+    finally:
+        os.close(a_w)
+        os.waitpid(pid, 0)
+        os.close(b_r)
+    return got["alone"] / 100 * 1e6, (got["ping"] - got["pings only"]) / 100 * 1e6
 
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    print(f"load average at start: {os.getloadavg()[0]:.1f}")
     root = Path(tempfile.mkdtemp())
     genes = root / "genes"
     registry = Registry(root / ".rotifer")
@@ -46,22 +145,43 @@ def main() -> None:
     write_gene(genes, "js", "exports.express = (i) => i;\n", file="index.js")
     write_gene(genes, "calls", CALLS)
     py, js = load_gene(genes, "py"), load_gene(genes, "js")
-    calls = register_gene(load_gene(genes, "calls", registry), registry, via="wrap")
-    trusted = Grant(trusted=True)
-    rows = []
-    for name, gene in (("Python gene run", py), ("Node gene run", js)):
-        c = median_ms(lambda g=gene: express(g, 1, DeniedMemory(), grant=CONTAINED), rounds)
-        t = median_ms(lambda g=gene: express(g, 1, DeniedMemory(), grant=trusted), rounds)
-        rows.append((name, c, t))
+    gene = register_gene(load_gene(genes, "calls", registry), registry, via="wrap")
+    rows: list[tuple[str, float, float]] = []
+    firsts = []
+    for _ in range(max(3, rounds // 3)):
+        server().shutdown()
+        start = time.perf_counter()
+        express(py, 1, DeniedMemory(), grant=CONTAINED)
+        firsts.append(time.perf_counter() - start)
+    trusted_py = compare({"t": lambda: express(py, 1, DeniedMemory(), grant=TRUSTED)},
+                         rounds=rounds, iters=1)["t"]
+    rows.append(("first contained Python run (server start)", statistics.median(firsts) * 1e3,
+                 trusted_py * 1e3))
+    for name, g in (("Python gene run", py), ("Node gene run", js)):
+        got = compare({"c": lambda g=g: express(g, 1, DeniedMemory(), grant=CONTAINED),
+                       "t": lambda g=g: express(g, 1, DeniedMemory(), grant=TRUSTED)},
+                      rounds=rounds, iters=1)
+        rows.append((name, got["c"] * 1e3, got["t"] * 1e3))
     with MemoryStore.open(root / ".rotifer") as store:
         store.create_agent("a", 1 << 30)
-        memory = store.for_gene("a", calls.v2_id, calls.domain)
-        c = median_ms(lambda: express(calls, 1, memory, grant=CONTAINED), max(3, rounds // 3))
-        t = median_ms(lambda: express(calls, 1, memory, grant=trusted), max(3, rounds // 3))
-        rows.append(("1,000 memory writes (whole run)", c, t))
-    print(f"{'':34} {'contained':>10} {'trusted':>10} {'extra':>9} {'ratio':>6}")
+        memory = store.for_gene("a", gene.v2_id, gene.domain)
+        express(gene, "write", memory, grant=CONTAINED, deadline_s=600)  # warm up
+        notes = []
+        for op in ("write", "read"):
+            got, note = calls(gene, memory, op, max(5, rounds // 2))
+            rows += got
+            notes.append(note)
+        alone, pinged = interleaved_store_cpu(memory, rounds)
+    print(f"{'':44} {'contained':>10} {'trusted':>10} {'extra':>9} {'ratio':>6}")
     for name, c, t in rows:
-        print(f"{name:34} {c:10.1f} {t:10.1f} {c - t:9.1f} {c / t:6.2f}")
+        print(f"{name:44} {c:10.1f} {t:10.1f} {c - t:9.1f} {c / t:6.2f}")
+    for note in notes:
+        print(note)
+    print(f"round trip over two pipes (floor): {round_trip_floor():.1f} us")
+    print(f"a write's CPU in process: {alone:.1f} us alone, {pinged:.1f} us when each is "
+          "followed by a round trip with an idle process")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+    server().shutdown()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Running a Python gene: ``def express(input, ctx)`` in ``gene.py``.
 
 Python genes are the contract's stand-in for the seed's "genes that run on
-Node.js": they run in this process and get the four memory calls as
-``ctx.memory``.
+Node.js": they get the four memory calls as ``ctx.memory``.  A contained gene
+(the default) runs here too, but in a confined process forked from the fork
+server (:mod:`rotifer.genes.contain.python_host`); a trusted one runs in this
+process.
 
 Why the module is built from ``Gene.code`` and not imported from disk: the v2
 id was computed from those bytes, and memory calls act under that id, so the
@@ -35,9 +37,10 @@ What a gene can do and what it becomes:
   statically (INVALID_GENE).
 - ``print()`` -> the gene's log (``[gene] line`` on stderr), never stdout:
   see :mod:`rotifer.genes.prints`.
-- run past the deadline -> ``GeneFailed``.  The deadline is enforced with
-  ``SIGALRM`` when the gene runs in the main thread (the CLI's case); in
-  another thread it cannot be interrupted and runs to completion.
+- run past the deadline -> ``GeneFailed``.  A contained gene's process is
+  killed by its parent at the deadline.  A trusted gene's deadline is
+  enforced with ``SIGALRM`` when it runs in the main thread (the CLI's case);
+  in another thread it cannot be interrupted and runs to completion.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ reaches the agent's memory only through the pipes its parent opened for it.
 - :mod:`rotifer.genes.contain.sandbox`     -- what a child may touch; fail closed; :class:`Grant`
 - :mod:`rotifer.genes.contain.channel`     -- the parent's end of the pipes, the deadline
 - :mod:`rotifer.genes.contain.python_host` -- a contained Python gene, parent side
-- :mod:`rotifer.genes.contain.pychild`     -- ... and child side
+- :mod:`rotifer.genes.contain.forkserver`  -- ... the fork server it gets its child from
+- :mod:`rotifer.genes.contain.zygote`      -- ... that server's process, which forks and confines it
+- :mod:`rotifer.genes.contain.pychild`     -- ... and the child, which runs the gene
 
 See docs/reliability.md ("Containing genes") for the threat model.
 """

@@ -17,14 +17,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import selectors
+import select
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
+
+from .cleanup import signals_deferred
 
 #: A gene's output, logs and memory traffic beyond this many bytes a message is refused.
 MAX_MESSAGE_BYTES = 64 << 20
@@ -34,23 +36,105 @@ MAX_OUTPUT_BYTES = 1 << 20
 MAX_LINE_BYTES = 8192
 
 OutputSink = Callable[[str], None]
+#: ``json.dumps(message, allow_nan=False)`` without building an encoder per
+#: message (``dumps`` does, for any non-default argument): ~6 us a message.
+_ENCODE = json.JSONEncoder(allow_nan=False).encode
+
+
+class Child(Protocol):
+    """The child at the other end: a process this one started
+    (:class:`Started`), or one the Python fork server forked for it
+    (:class:`rotifer.genes.contain.forkserver.ServedChild`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def wait(self, timeout: float | None = None, status: bool = True) -> int | None:
+        """Its exit status once it has ended (negative: a signal; None: unknown,
+        or not asked for: ``status`` False); ``subprocess.TimeoutExpired`` when
+        it has not within ``timeout``."""
+
+    def kill(self) -> None:
+        """SIGKILL its process group: the child and whatever it started."""
+
+    def release(self) -> None:
+        """The run is over (after :meth:`kill` and :meth:`wait`)."""
+
+
+#: Starts the child given (its input pipe, its message pipe, its output pipe).
+Spawn = Callable[[int, int, int], Child]
+
+
+class Started:
+    """A child started here with ``subprocess.Popen``, leader of its own session."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait(self, timeout: float | None = None, status: bool = True) -> int | None:
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        """The group's id is the child's pid, which POSIX does not hand to another
+        process while the group has members (and this process has not reaped
+        the child); once it has none, this finds nothing (ESRCH) and does nothing."""
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def release(self) -> None:
+        pass
+
+
+def popen(argv: Sequence[str], *, name: str, what: str, cwd: str,
+          env: dict[str, str] | None, preexec: Callable[[], None] | None,
+          keep_stdout: bool) -> Spawn:
+    """Start ``argv`` (the two message descriptors' numbers appended) in a
+    session of its own, confined by ``preexec`` between fork and exec."""
+
+    def spawn(to_child_r: int, from_child_w: int, err_w: int) -> Child:
+        try:
+            return Started(subprocess.Popen(
+                [*argv, str(to_child_r), str(from_child_w)],
+                stdin=subprocess.DEVNULL,
+                stdout=err_w if keep_stdout else subprocess.DEVNULL, stderr=err_w,
+                pass_fds=(to_child_r, from_child_w), cwd=cwd, env=env,
+                start_new_session=True, preexec_fn=preexec,
+            ))
+        except (OSError, subprocess.SubprocessError) as exc:
+            if preexec is not None and isinstance(exc, subprocess.SubprocessError):
+                raise GeneUnavailable(f"gene '{name}': the {what} process could not be "
+                                      "confined; run `rotifer doctor` to see what this "
+                                      "machine can enforce") from None
+            raise GeneUnavailable(f"cannot start {what} ({argv[0]}): {exc}") from None
+
+    return spawn
 
 
 class Channel:
     """A child (leader of its own process group) and the pipes to it.
 
-    ``argv`` gets the two descriptor numbers appended: the child reads the
-    parent's messages from the first and writes its own to the second.
-    ``on_output`` gets each line the child writes to its stdout or stderr
-    (both go to one pipe; None: stdout is discarded and only the tail of
-    stderr is kept, for the message when the child dies).
+    The child is started by ``spawn`` (given the descriptors it reads the
+    parent's messages from, writes its own to, and writes its stdout and
+    stderr to), or from ``argv`` by :func:`popen`, which appends the first two
+    numbers to it.  ``on_output`` gets each line the child writes to its
+    stdout or stderr (both go to one pipe; None: stdout is discarded and only
+    the tail of stderr is kept, for the message when the child dies).
+
+    What a message costs the parent: the child's pipe stays registered with
+    the selector (one ``epoll_wait`` and one ``read`` to receive), and a
+    message is written at once (one ``write``; the selector only when the
+    pipe is full).
     """
 
-    def __init__(self, argv: Sequence[str], *, name: str, what: str, deadline_s: float,
-                 cwd: str, env: dict[str, str] | None = None,
+    def __init__(self, argv: Sequence[str] = (), *, name: str, what: str, deadline_s: float,
+                 cwd: str = "", env: dict[str, str] | None = None,
                  preexec: Callable[[], None] | None = None,
                  on_output: OutputSink | None = None, timeout_message: str | None = None,
-                 max_message: int = MAX_MESSAGE_BYTES) -> None:
+                 max_message: int = MAX_MESSAGE_BYTES, spawn: Spawn | None = None) -> None:
         self.name = name
         self.what = what
         self.deadline_s = deadline_s
@@ -61,56 +145,60 @@ class Channel:
         self.max_message = max_message
         self._forwarded = 0
         self._line = b""
+        if spawn is None:
+            spawn = popen(argv, name=name, what=what, cwd=cwd, env=env, preexec=preexec,
+                          keep_stdout=on_output is not None)
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            self.proc = subprocess.Popen(
-                [*argv, str(to_child_r), str(from_child_w)],
-                stdin=subprocess.DEVNULL,
-                stdout=err_w if on_output is not None else subprocess.DEVNULL, stderr=err_w,
-                pass_fds=(to_child_r, from_child_w), cwd=cwd, env=env,
-                start_new_session=True, preexec_fn=preexec,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            for fd in (to_child_r, from_child_w, err_w, err_r, self._to_child,
-                       self._from_child):
+            self.proc = spawn(to_child_r, from_child_w, err_w)
+        except BaseException:
+            for fd in (err_r, self._to_child, self._from_child):
                 os.close(fd)
-            if preexec is not None and isinstance(exc, subprocess.SubprocessError):
-                raise GeneUnavailable(f"gene '{name}': the {what} process could not be "
-                                      "confined; run `rotifer doctor` to see what this "
-                                      "machine can enforce") from None
-            raise GeneUnavailable(f"cannot start {what} ({argv[0]}): {exc}") from None
-        for fd in (to_child_r, from_child_w, err_w):
-            os.close(fd)
+            raise
+        finally:
+            for fd in (to_child_r, from_child_w, err_w):
+                os.close(fd)
         os.set_blocking(self._to_child, False)
         os.set_blocking(err_r, False)
         self._err: int | None = err_r
         self._err_tail = b""
         self._buffer = b""
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(err_r, selectors.EVENT_READ)
+        self._poll = select.poll()
+        self._poll.register(err_r, select.POLLIN)
+        self._poll.register(self._from_child, select.POLLIN)
 
     def restart_deadline(self, deadline_s: float) -> None:
         """The gene's own time starts now (the child's start-up is not counted)."""
         self.deadline = time.monotonic() + deadline_s
 
-    def _wait_for(self, fd: int, events: int) -> None:
-        """Block until ``fd`` is ready for ``events``, draining the output; past
-        the deadline kill the child and fail the run."""
-        self._selector.register(fd, events)
+    def _wait_for(self, fd: int) -> None:
+        """Block until ``fd`` is ready (the child's message pipe to read, or with
+        :meth:`_writable` the parent's to write), draining the output; past the
+        deadline kill the child and fail the run."""
+        while True:
+            remaining = self.deadline - time.monotonic()
+            ready = self._poll.poll(remaining * 1000) if remaining > 0 else []
+            if not ready:
+                if remaining > 0:
+                    continue  # woken a little early (poll rounds to milliseconds)
+                self._kill()
+                raise GeneFailed(self.timeout_message)
+            if any(ready_fd == fd for ready_fd, _ in ready):
+                return
+            self._drain_output()
+
+    def _writable(self) -> None:
+        # The child's own messages wait meanwhile: a child that writes without
+        # reading must not turn this wait into a spin.
+        self._poll.unregister(self._from_child)
+        self._poll.register(self._to_child, select.POLLOUT)
         try:
-            while True:
-                remaining = self.deadline - time.monotonic()
-                ready = self._selector.select(remaining) if remaining > 0 else []
-                if not ready:
-                    self._kill()
-                    raise GeneFailed(self.timeout_message)
-                if any(key.fd == fd for key, _ in ready):
-                    return
-                self._drain_output()
+            self._wait_for(self._to_child)
         finally:
-            self._selector.unregister(fd)
+            self._poll.unregister(self._to_child)
+            self._poll.register(self._from_child, select.POLLIN)
 
     def _drain_output(self) -> None:
         if self._err is None:
@@ -121,9 +209,9 @@ class Channel:
             except BlockingIOError:
                 return
             if not chunk:  # the child (and all it started) closed its output
-                self._selector.unregister(self._err)
-                os.close(self._err)
-                self._err = None
+                fd, self._err = self._err, None  # forgotten first: never closed twice
+                self._poll.unregister(fd)
+                os.close(fd)
                 self._flush_line()
                 return
             self._err_tail = (self._err_tail + chunk)[-4096:]
@@ -159,20 +247,22 @@ class Channel:
     def send(self, message: dict[str, Any]) -> None:
         # ASCII JSON: a reply may quote a lone surrogate a gene sent (an error
         # message naming its key), which UTF-8 cannot carry; as an escape it can.
-        data = (json.dumps(message, allow_nan=False) + "\n").encode("ascii")
+        data = (_ENCODE(message) + "\n").encode("ascii")
         view = memoryview(data)
-        while view:
-            self._wait_for(self._to_child, selectors.EVENT_WRITE)
+        while True:
             try:
                 view = view[os.write(self._to_child, view):]
             except BlockingIOError:
-                continue
+                pass
             except BrokenPipeError:
                 raise self._died() from None
+            if not view:
+                return
+            self._writable()  # the pipe is full: wait (bounded by the deadline)
 
     def receive(self) -> dict[str, Any]:
         while b"\n" not in self._buffer:
-            self._wait_for(self._from_child, selectors.EVENT_READ)
+            self._wait_for(self._from_child)
             chunk = os.read(self._from_child, 1 << 16)
             if not chunk:
                 raise self._died()
@@ -224,13 +314,8 @@ class Channel:
                 raise GeneFailed(f"gene '{self.name}': the {self.what} process sent {kind!r}")
 
     def _kill(self) -> None:
-        """SIGKILL the child's process group: the child and whatever it started.
-
-        The group's id is the child's pid, which POSIX does not hand to another
-        process while the group has members; once it has none, this finds
-        nothing (ESRCH) and does nothing."""
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        """SIGKILL the child's process group: the child and whatever it started."""
+        self.proc.kill()
 
     def _died(self) -> GeneFailed:
         try:
@@ -240,17 +325,23 @@ class Channel:
             status = self.proc.wait()
         self._drain_output()
         tail = self._err_tail[-2000:].decode("utf-8", "replace").strip()
-        how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+        how = ("ended" if status is None else f"was killed by signal {-status}" if status < 0
+               else f"exited with status {status}")
         return GeneFailed(f"gene '{self.name}': the {self.what} process {how} before it "
                           "returned an output" + (f": {tail}" if tail else ""))
 
     def close(self) -> None:
-        """Kill what is left of the run (the child, anything it started) and reap it."""
-        self._kill()
-        self.proc.wait()
-        self._drain_output()
-        self._selector.close()
-        for fd in (self._to_child, self._from_child, self._err):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        """Kill what is left of the run (the child, anything it started) and
+        reap it; a stop signal meanwhile is handled once that is done."""
+        with signals_deferred():
+            self._kill()
+            try:
+                self.proc.wait(status=False)  # gone is enough: no wake-up for its status
+            finally:
+                self.proc.release()
+            self._drain_output()
+            for fd in (self._to_child, self._from_child, self._err):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self._err = None

@@ -10,9 +10,11 @@
 - ``no_new_privs`` and rlimits.
 
 Everything here only *builds* data (:class:`Plan`) in the parent and applies it
-with plain system calls in the child (:meth:`Plan.apply`), between ``fork``
-and ``exec``: no import, no lock, nothing that a forked copy of a threaded
-process could deadlock on.  Both Landlock and seccomp survive ``exec``.
+with plain system calls in the child (:meth:`Plan.apply`): between ``fork``
+and ``exec`` for a Node gene -- no import, no lock, nothing that a forked copy
+of a threaded process could deadlock on; both Landlock and seccomp survive
+``exec`` -- and in the child the Python fork server forked for a Python gene,
+which gets the plan as a message (:meth:`Plan.to_message`).
 
 ``ROTIFER_PRETEND_NO_LANDLOCK=1`` makes :func:`landlock_abi` answer 0 (the tests
 of the "kernel cannot confine" path use it; the real detection is tested too).
@@ -20,6 +22,7 @@ of the "kernel cannot confine" path use it; the real detection is tested too).
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import errno
 import os
@@ -28,6 +31,7 @@ import resource
 import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 ENV_PRETEND_NO_LANDLOCK = "ROTIFER_PRETEND_NO_LANDLOCK"
 
@@ -230,6 +234,23 @@ class Plan:
         self._rules = rules
         self._filter = seccomp_filter(allow_tcp=bool(self.tcp_ports))
         return self
+
+    def to_message(self) -> dict[str, object]:
+        """The prepared plan as JSON, for the fork server (:mod:`.zygote`)."""
+        return {"rules": self._rules, "tcpPorts": self.tcp_ports, "abi": self.abi,
+                "memoryBytes": self.memory_bytes, "openFiles": self.open_files,
+                "fileBytes": self.file_bytes,
+                "filter": base64.b64encode(self._filter).decode("ascii")}
+
+    @classmethod
+    def from_message(cls, doc: dict[str, Any]) -> Plan:
+        """The plan :meth:`to_message` sent, ready to :meth:`apply`."""
+        plan = cls(read=[], write=[], tcp_ports=[int(p) for p in doc["tcpPorts"]],
+                   memory_bytes=int(doc["memoryBytes"]), open_files=int(doc["openFiles"]),
+                   file_bytes=int(doc["fileBytes"]), abi=int(doc["abi"]))
+        plan._rules = [(str(path), int(rights)) for path, rights in doc["rules"]]
+        plan._filter = base64.b64decode(doc["filter"])
+        return plan
 
     def apply(self) -> None:
         """In the child, before any of its own code: rlimits, no_new_privs,

@@ -1,10 +1,11 @@
-"""The child side of a contained Python gene: a fresh interpreter, already
-confined (Landlock, seccomp, rlimits: applied between fork and exec), that
-reads one start message, runs ``express(input, ctx)`` exactly as an
-in-process run would (:func:`rotifer.genes.python.run_in_process`), and
-serves ``ctx.memory``'s four synchronous calls by asking the parent.
+"""The child side of a contained Python gene: a process forked from the fork
+server (:mod:`rotifer.genes.contain.zygote`) and already confined (Landlock,
+seccomp, rlimits), that reads one start message, runs ``express(input, ctx)``
+exactly as an in-process run would (:func:`rotifer.genes.python.run_in_process`),
+and serves ``ctx.memory``'s four synchronous calls by asking the parent.
 
-Protocol (one JSON object a line; descriptors given as the last two arguments):
+Protocol (one JSON object a line; the child reads descriptor 3 and writes 4,
+and ``sys.argv`` ends with those two numbers as a fresh ``python -c`` would):
 parent -> child ``{"type": "start", ...}``, then one ``{"ok": ...}`` or
 ``{"error": {"code", "message"}}`` per call; child -> parent ``{"type":
 "ready"}``, ``{"type": "call", "op", "args"}``, ``{"type": "log", "line"}``, and
@@ -16,6 +17,7 @@ Arguments cross as JSON, bytes as ``{"$bytes": base64}``, anything else as
 from __future__ import annotations
 
 import base64
+import contextlib
 import enum
 import json
 import os
@@ -26,6 +28,9 @@ from typing import Any
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene
 from rotifer.genes.python import GeneInfo, run_in_process
 from rotifer.memory import UNSET, AgentMemoryError, MemoryEntry
+
+#: One encoder for every message (``json.dumps`` with an argument builds one each time).
+_ENCODE = json.JSONEncoder(allow_nan=False).encode
 
 
 def _arg(value: Any) -> Any:
@@ -52,7 +57,7 @@ class _Pipe:
         self.out_fd = out_fd
 
     def send(self, message: dict[str, Any]) -> None:
-        data = memoryview((json.dumps(message, allow_nan=False) + "\n").encode())
+        data = memoryview((_ENCODE(message) + "\n").encode())
         while data:
             data = data[os.write(self.out_fd, data):]
 
@@ -101,8 +106,11 @@ class _Source:
         self.name, self.code, self.code_file = name, code, code_file
 
 
-def main() -> None:
-    pipe = _Pipe(int(sys.argv[-2]), int(sys.argv[-1]))
+def main(in_fd: int, out_fd: int) -> None:
+    """Run the gene the parent's start message names; the last message is its
+    result or its error.  stdout and stderr are flushed before that message, so
+    what the gene wrote there is passed on before the parent ends the run."""
+    pipe = _Pipe(in_fd, out_fd)
     pipe.send({"type": "ready"})
     start = pipe.receive()
     gene = start["gene"]
@@ -113,20 +121,24 @@ def main() -> None:
     def log(name: str, line: str) -> None:
         pipe.send({"type": "log", "line": line})
 
+    last: dict[str, Any]
     try:
         output = run_in_process(source, info, start["input"], BridgeMemory(pipe),
                                 deadline_s=0, agent=start["agent"], log_sink=log)
     except AgentMemoryError as exc:
-        pipe.send({"type": "error", "kind": "memory", "code": exc.code.value,
-                   "message": exc.message})
+        last = {"type": "error", "kind": "memory", "code": exc.code.value,
+                "message": exc.message}
     except GeneRejected as exc:
-        pipe.send({"type": "error", "kind": "rejected", "code": exc.code,
-                   "message": exc.message})
+        last = {"type": "error", "kind": "rejected", "code": exc.code, "message": exc.message}
     except InvalidGene as exc:
-        pipe.send({"type": "error", "kind": "invalid", "message": exc.message})
+        last = {"type": "error", "kind": "invalid", "message": exc.message}
     except GeneFailed as exc:
-        pipe.send({"type": "error", "kind": "failed", "message": exc.message})
+        last = {"type": "error", "kind": "failed", "message": exc.message}
     except KeyboardInterrupt:
-        pipe.send({"type": "error", "kind": "interrupted"})
+        last = {"type": "error", "kind": "interrupted"}
     else:
-        pipe.send({"type": "result", "output": output})
+        last = {"type": "result", "output": output}
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a gene may have replaced or closed them
+            stream.flush()
+    pipe.send(last)

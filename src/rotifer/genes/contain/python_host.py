@@ -1,34 +1,33 @@
-"""The parent side of a contained Python gene: start the confined child
-(:mod:`rotifer.genes.contain.pychild`), serve its memory calls as the gene it
+"""The parent side of a contained Python gene: get a confined child from the
+fork server (:mod:`rotifer.genes.contain.forkserver`; it runs
+:mod:`rotifer.genes.contain.pychild`), serve its memory calls as the gene it
 was started for, pass its log and output on, enforce the deadline.
 
-Why a fresh interpreter rather than a fork of this one: a fork would carry a
-copy of this process's memory -- the store's page cache, values other genes
-read, the environment's database URL -- into the gene's reach.  A fresh
-``exec`` starts with nothing but what the start message gives it.  It costs
-an interpreter start (measured in bench/, see docs/benchmarks.md).
+Why the fork server's child and not a fork of this process: see
+:mod:`~rotifer.genes.contain.forkserver` (a fork of rotifer would carry the
+store's pages, the environment and open descriptors into the gene's reach).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import sys
-import sysconfig
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene
+from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable, InvalidGene
 from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess
 
-from .channel import Channel
+from .channel import Channel, Child
+from .forkserver import server
 from .sandbox import Grant, python_read_paths, sandbox
 
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene
     from rotifer.genes.python import LogSink
 
-#: Startup of the child (interpreter, imports, confinement) is not the gene's
-#: time: its deadline starts when the child says it is ready, within this.
+#: Startup of the child (the fork server's, the fork, confinement) is not the
+#: gene's time: its deadline starts when the child says it is ready, within this.
 STARTUP_ALLOWANCE_S = 60.0
 
 
@@ -75,14 +74,6 @@ def _reply(memory: GeneMemoryAccess, message: dict[str, Any]) -> dict[str, Any]:
         return {"error": {"code": "MEMORY_INVALID_INPUT", "message": str(exc)}}
 
 
-def _boot() -> str:
-    paths = [str(Path(__file__).resolve().parents[3])]  # where rotifer is imported from
-    found = sysconfig.get_paths()
-    paths += [found["purelib"], found["platlib"]]
-    return (f"import sys; sys.path[:0] = {paths!r}; "
-            "from rotifer.genes.contain.pychild import main; main()")
-
-
 def _error(gene: Gene, message: dict[str, Any]) -> BaseException:
     kind, text = message.get("kind"), str(message.get("message", ""))
     if kind == "memory":
@@ -110,10 +101,15 @@ def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
         raise GeneFailed(f"gene '{gene.name}': {gene.code_file.name} is not UTF-8") from None
     read = [*python_read_paths(), str(gene.path)]
     with sandbox(gene.name, read, grant) as box:
+        request = {"cwd": str(gene.path), "env": box.env, "plan": box.plan.to_message()}
+
+        def spawn(to_child: int, from_child: int, output: int) -> Child:
+            return server().spawn(gene.name, request, (to_child, from_child, output),
+                                  STARTUP_ALLOWANCE_S)
+
         channel = Channel(
-            [sys.executable, "-S", "-E", "-B", "-c", _boot()], name=gene.name, what="Python",
-            deadline_s=STARTUP_ALLOWANCE_S + deadline_s, cwd=str(gene.path), env=box.env,
-            preexec=box.plan.apply, on_output=lambda line: sink(gene.name, line),
+            name=gene.name, what="Python", deadline_s=STARTUP_ALLOWANCE_S + deadline_s,
+            spawn=spawn, on_output=lambda line: sink(gene.name, line),
             timeout_message=f"gene '{gene.name}' ran past its deadline of {deadline_s:g} s")
         try:
             return _converse(channel, gene, code, input, memory, deadline_s, agent, sink)
@@ -123,13 +119,22 @@ def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
 
 def _converse(channel: Channel, gene: Gene, code: str, input: Any, memory: GeneMemoryAccess,
               deadline_s: float, agent: str | None, sink: LogSink) -> Any:
-    if channel.receive().get("type") != "ready":
+    # The start message goes at once, before the child says it is ready: it
+    # waits in the pipe until the child, confined by then, reads it -- one
+    # wake-up of each process fewer a run (milliseconds on a loaded machine).
+    with contextlib.suppress(GeneFailed):  # it ended unread: what it said tells why
+        channel.send({"type": "start", "code": code,
+                      "codeFile": str(gene.code_file), "input": input, "agent": agent,
+                      "gene": {"name": gene.name, "domain": gene.domain,
+                               "version": gene.phenotype.version, "v2Id": gene.v2_id}})
+    ready = channel.receive()
+    if ready.get("type") == "error" and ready.get("kind") == "unconfined":
+        raise GeneUnavailable(f"gene '{gene.name}': the Python process could not be confined "
+                              f"({ready.get('message')}); run `rotifer doctor` to see what "
+                              "this machine can enforce")
+    if ready.get("type") != "ready":
         raise GeneFailed(f"gene '{gene.name}': the Python process did not start")
     channel.restart_deadline(deadline_s)
-    channel.send({"type": "start", "code": code,
-                  "codeFile": str(gene.code_file), "input": input, "agent": agent,
-                  "gene": {"name": gene.name, "domain": gene.domain,
-                           "version": gene.phenotype.version, "v2Id": gene.v2_id}})
     return channel.converse(lambda message: _reply(memory, message),
                             lambda message: _error(gene, message),
                             lambda line: sink(gene.name, line))

@@ -16,9 +16,14 @@ A contained child (Python or Node) gets, before any code of its own runs:
 - ``no_new_privs``; rlimits: data size (:data:`DEFAULT_MEMORY_MIB`, or the
   agent's ``--gene-memory``), 256 open files, 64 MiB per file written, no core dumps.
 - an environment of its own: ``PATH``, ``LANG``, ``HOME`` and ``TMPDIR`` (both
-  the temporary folder): no ``ROTIFER_MEMORY_URL``, no credentials.
-- no descriptor but its pipes: it is a fresh ``exec``, started with every
-  other descriptor closed.
+  the temporary folder): no ``ROTIFER_MEMORY_URL``, no credentials.  A Python
+  gene's process is forked from the fork server (:mod:`.zygote`), itself
+  ``exec``'d with :func:`base_env` only, so the environment block the kernel
+  keeps (``/proc/PID/environ``) holds no more than that either.
+- no descriptor but its pipes (and stdin/stdout/stderr: ``/dev/null`` and its
+  output pipe): a Node gene's process is a fresh ``exec`` started with every
+  other descriptor closed; a Python gene's, forked from the fork server, closes
+  every other one (the server's own) before any of its code runs.
 - its own process group, killed at the end of the run.
 
 Where the kernel cannot (no Landlock ABI :data:`~rotifer.genes.contain.kernel.NEEDED_ABI`,
@@ -36,11 +41,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from rotifer.genes.errors import GeneUnavailable
 
 from . import kernel
+from .cleanup import signals_deferred
 
 #: The default data-size limit of a contained gene (MiB); ``agent create --gene-memory``.
 DEFAULT_MEMORY_MIB = 1024
@@ -88,25 +95,38 @@ def require_containment(name: str) -> None:
             "`rotifer test`")
 
 
-def python_read_paths() -> list[str]:
-    """The interpreter's files: its prefixes, standard library and installed
-    packages, and the rotifer package itself (an editable install's source)."""
+@lru_cache(maxsize=1)
+def _python_read_paths() -> tuple[str, ...]:
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              str(Path(sys.executable).resolve().parent)}
     for scheme_vars in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
         found = sysconfig.get_paths(vars=scheme_vars or None)
         paths.update(found[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))
     paths.add(str(Path(__file__).resolve().parents[3]))  # where rotifer is imported from
-    return sorted(paths)
+    return tuple(sorted(paths))
 
 
-def child_env(temp: str) -> dict[str, str]:
-    """The whole environment of a contained child."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": temp, "TMPDIR": temp}
+def python_read_paths() -> list[str]:
+    """The interpreter's files: its prefixes, standard library and installed
+    packages, and the rotifer package itself (an editable install's source).
+    Worked out once a process (``sysconfig`` is slow for a per-run cost)."""
+    return list(_python_read_paths())
+
+
+def base_env() -> dict[str, str]:
+    """The environment every contained process gets: ``PATH`` and the locale
+    (the Python fork server is ``exec``'d with exactly this)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
     for name in ("LANG", "LC_ALL", "LC_CTYPE", "TZ"):
         if name in os.environ:
             env[name] = os.environ[name]
     return env
+
+
+def child_env(temp: str) -> dict[str, str]:
+    """The whole environment of a contained child: :func:`base_env` and
+    ``HOME`` and ``TMPDIR``, both its temporary folder."""
+    return {**base_env(), "HOME": temp, "TMPDIR": temp}
 
 
 @dataclass
@@ -134,4 +154,5 @@ def sandbox(name: str, read: list[str], grant: Grant) -> Iterator[Sandbox]:
             raise GeneUnavailable(f"gene '{name}' cannot be contained: {exc}") from None
         yield Sandbox(temp, plan, child_env(temp))
     finally:
-        shutil.rmtree(temp, ignore_errors=True)
+        with signals_deferred():  # rmtree cut by a signal closes a descriptor twice
+            shutil.rmtree(temp, ignore_errors=True)

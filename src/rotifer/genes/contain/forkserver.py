@@ -1,0 +1,233 @@
+"""The rotifer process's end of the Python fork server (:mod:`.zygote`): start
+it at the first contained Python run of the process, restart it when it has
+died, ask it for one confined child per run, shut it down at exit.
+
+Why a fork server and not a fork of this process: a fork of rotifer would
+carry a copy of its memory -- the store's page cache, values other genes read,
+the environment's database URL -- and its open store, audit and PostgreSQL
+descriptors into the gene's reach.  The server is a fresh ``exec`` that holds
+none of these; forking it costs a few milliseconds where an interpreter start
+and the runtime's imports cost hundreds (bench/containment.py).  Why it is
+started lazily and not at import: only a process that runs a contained Python
+gene should pay for it (the CLI runs one command and exits).
+
+The parent keeps control of each child as it did of a child it started
+itself: the server reports the child's pid and does not reap it while the
+run's socket is open, so the pid -- the child's process group -- stays the
+child's; the parent opens a pidfd on it, waits on that for the child's end,
+kills its group at the deadline and at the end of the run, and learns its exit
+status from the server.  A server that dies takes none of that away: the pidfd
+still waits and kills, only the status is then unknown.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rotifer.genes.errors import GeneUnavailable
+
+from .sandbox import base_env
+
+#: How long, once the child has ended, the parent waits for the server to say
+#: its status (the message is already sent, or is about to be).
+STATUS_WAIT_S = 5.0
+
+
+def _boot(control_fd: int) -> list[str]:
+    paths = [str(Path(__file__).resolve().parents[3])]  # where rotifer is imported from
+    found = sysconfig.get_paths()
+    paths += [found["purelib"], found["platlib"]]
+    code = (f"import sys; sys.path[:0] = {paths!r}; "
+            f"from rotifer.genes.contain.zygote import main; main({control_fd})")
+    return [sys.executable, "-S", "-E", "-B", "-c", code]
+
+
+def _readable(fd: int, timeout: float | None) -> bool:
+    """Wait until ``fd`` is readable (a pidfd: its process has ended)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if end is None else max(0.0, end - time.monotonic())
+        if poller.poll(None if left is None else left * 1000):
+            return True
+        if left is not None and left <= 0:
+            return False
+
+
+class ServedChild:
+    """A gene's process the server forked: what :class:`.channel.Channel` needs of
+    a child (``pid``, ``wait``, ``kill``, ``release``)."""
+
+    def __init__(self, sock: socket.socket, name: str, timeout: float) -> None:
+        self._sock = sock
+        self.returncode: int | None = None
+        self._ended = False
+        reply = self._message(timeout)
+        if reply is None or "pid" not in reply:
+            why = reply.get("error") if reply else None
+            raise GeneUnavailable(
+                f"gene '{name}': the Python fork server could not start its process"
+                + (f": {why}" if why else " (it stopped; the next run starts a new one)"))
+        self.pid = int(reply["pid"])
+        try:
+            # Safe: the server does not reap the child while this run's socket is open.
+            self._pidfd = os.pidfd_open(self.pid)
+        except OSError:  # only if the server died (and its children with it) meanwhile
+            raise GeneUnavailable(f"gene '{name}': the Python fork server stopped as it "
+                                  "started the gene's process (the next run starts a new "
+                                  "one)") from None
+
+    def _message(self, timeout: float | None) -> dict[str, Any] | None:
+        """The server's next message on this run's socket (None: it closed, or
+        nothing came within ``timeout``)."""
+        if self._sock.fileno() < 0 or not _readable(self._sock.fileno(), timeout):
+            return None
+        try:
+            data = self._sock.recv(4096)
+        except OSError:
+            data = b""
+        if not data:
+            self._sock.close()
+            return None
+        doc = json.loads(data)
+        return doc if isinstance(doc, dict) else None
+
+    def wait(self, timeout: float | None = None, status: bool = True) -> int | None:
+        """The child's exit status once it has ended (negative: the signal that
+        killed it; None: the server is gone and cannot say, or not ``status``:
+        only its end matters, and the server's message is not waited for);
+        raises ``subprocess.TimeoutExpired`` if it has not ended within ``timeout``."""
+        if not self._ended:
+            if not _readable(self._pidfd, timeout):
+                raise subprocess.TimeoutExpired("python gene", timeout or 0.0)
+            self._ended = True
+        while status and self.returncode is None and self._sock.fileno() >= 0:
+            message = self._message(STATUS_WAIT_S)
+            if message is None:
+                break
+            if "status" in message:
+                self.returncode = message["status"]
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group (the server holds its pid while this
+        run's socket is open) and, through its pidfd, the child itself."""
+        if self._sock.fileno() >= 0:
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+    def release(self) -> None:
+        """The run is over: the server may reap the child (it kills its group first)."""
+        self._sock.close()
+        with contextlib.suppress(OSError):
+            os.close(self._pidfd)
+
+
+class ForkServer:
+    """One fork server per process (:func:`server`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._owner = 0
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid (None: not running)."""
+        return self._proc.pid if self._proc is not None and self._owner == os.getpid() else None
+
+    def _start(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = subprocess.Popen(_boot(theirs.fileno()), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    pass_fds=(theirs.fileno(),), env=base_env(), cwd="/",
+                                    start_new_session=True)
+        except OSError as exc:
+            ours.close()
+            raise GeneUnavailable(f"cannot start the Python fork server ({sys.executable}): "
+                                  f"{exc}") from None
+        finally:
+            theirs.close()
+        if self._owner == 0:
+            atexit.register(self.shutdown)
+        self._proc, self._control, self._owner = proc, ours, os.getpid()
+        return ours
+
+    def _connection(self, fresh: bool) -> socket.socket:
+        """The control socket of a running server: started now if there is none
+        in this process, it has exited, or ``fresh``."""
+        if self._owner != os.getpid():  # a fork of a process that had one: not ours
+            self._proc = self._control = None
+        elif fresh or (self._proc is not None and self._proc.poll() is not None):
+            self._stop()
+        return self._control or self._start()
+
+    def spawn(self, name: str, request: dict[str, Any], fds: tuple[int, int, int],
+              timeout: float) -> ServedChild:
+        """A confined child running ``request`` with the pipes ``fds`` (the
+        parent's messages, the child's messages, its output); once the server
+        took them, the caller may close its copies."""
+        data = json.dumps(request).encode()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with theirs:
+                for fresh in (False, True):
+                    with self._lock:
+                        control = self._connection(fresh)
+                        try:
+                            socket.send_fds(control, [data], [theirs.fileno(), *fds])
+                            break
+                        except (BrokenPipeError, ConnectionResetError):
+                            if fresh:  # a server started just now is gone already
+                                raise GeneUnavailable(
+                                    f"gene '{name}': the Python fork server stopped as it "
+                                    "started") from None
+            return ServedChild(ours, name, timeout)
+        except BaseException:
+            ours.close()
+            raise
+
+    def _stop(self) -> None:
+        """Close the control socket (the server kills its children and exits) and reap it."""
+        proc, control = self._proc, self._control
+        self._proc = self._control = None
+        if control is not None:
+            control.close()
+        if proc is not None:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def shutdown(self) -> None:
+        """At exit: stop this process's server (not one a forked parent started)."""
+        with self._lock:
+            if self._owner == os.getpid():
+                self._stop()
+
+
+_SERVER = ForkServer()
+
+
+def server() -> ForkServer:
+    """This process's fork server."""
+    return _SERVER
