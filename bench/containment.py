@@ -19,12 +19,13 @@ even when the times do not):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.timing import compare
@@ -72,8 +73,10 @@ def calls(gene: Gene, memory: GeneMemoryAccess, op: str,
             (f"1,000 {op}s: CPU, both processes", med[True][1], med[False][1])], split
 
 
-def round_trip_floor(n: int = 5000) -> float:
-    """µs a one-byte round trip between two processes over two pipes takes."""
+@contextlib.contextmanager
+def echo_process() -> Iterator[Callable[[], None]]:
+    """A forked process that answers each byte with one; yields a one-byte round
+    trip with it (over two pipes), and ends it afterwards."""
     a_r, a_w = os.pipe()
     b_r, b_w = os.pipe()
     pid = os.fork()
@@ -84,54 +87,49 @@ def round_trip_floor(n: int = 5000) -> float:
         os._exit(0)
     os.close(a_r)
     os.close(b_w)
-    start = time.perf_counter()
-    for _ in range(n):
+
+    def ping() -> None:
         os.write(a_w, b"x")
         os.read(b_r, 1)
-    took = time.perf_counter() - start
-    os.close(a_w)
-    os.waitpid(pid, 0)
-    os.close(b_r)
+
+    try:
+        yield ping
+    finally:
+        os.close(a_w)
+        os.waitpid(pid, 0)
+        os.close(b_r)
+
+
+def round_trip_floor(n: int = 5000) -> float:
+    """µs a one-byte round trip between two processes over two pipes takes."""
+    with echo_process() as ping:
+        start = time.perf_counter()
+        for _ in range(n):
+            ping()
+        took = time.perf_counter() - start
     return took / n * 1e6
 
 
 def interleaved_store_cpu(memory: GeneMemoryAccess, rounds: int) -> tuple[float, float]:
     """µs of this thread's CPU a write takes alone, and followed each time by a
     round trip with a process that does nothing."""
-    a_r, a_w = os.pipe()
-    b_r, b_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(a_w)
-        while os.read(a_r, 1):
-            os.write(b_w, b"y")
-        os._exit(0)
-    os.close(a_r)
-    os.close(b_w)
+    with echo_process() as ping:
+        def pings() -> None:
+            for _ in range(100):
+                ping()
 
-    def pings() -> None:
-        for _ in range(100):
-            os.write(a_w, b"x")
-            os.read(b_r, 1)
+        def writes(with_ping: bool) -> Callable[[], object]:
+            def run() -> None:
+                for i in range(100):
+                    memory.write_memory(f"b/k{i % 50}", b"v", "CACHE")
+                    if with_ping:
+                        ping()
+            return run
 
-    def writes(ping: bool) -> Callable[[], object]:
-        def run() -> None:
-            for i in range(100):
-                memory.write_memory(f"b/k{i % 50}", b"v", "CACHE")
-                if ping:
-                    os.write(a_w, b"x")
-                    os.read(b_r, 1)
-        return run
-
-    try:
         # The ping's own CPU (a write and a read, ~the floor's system calls) is
         # taken out below by timing the pings alone.
         got = compare({"alone": writes(False), "ping": writes(True), "pings only": pings},
                       rounds=rounds, iters=1, cpu=True)
-    finally:
-        os.close(a_w)
-        os.waitpid(pid, 0)
-        os.close(b_r)
     return got["alone"] / 100 * 1e6, (got["ping"] - got["pings only"]) / 100 * 1e6
 
 

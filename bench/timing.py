@@ -50,6 +50,33 @@ TINY = Settings(rounds=3, iters=2, cli_rounds=2, scales=(100, 200), sizes=(100,)
                 procs=(1, 2), loops=4, scaling=(300,))
 
 
+def _samples(ops: Mapping[str, Op], *, rounds: int, iters: int, warmup: int,
+             clock: Callable[[], float]) -> dict[str, list[float]]:
+    """Seconds per call of each operation in each round: the operations take
+    turns, each round starting one further along (so none is always first), with
+    the garbage collector run before and paused during each batch."""
+    names = list(ops)
+    for name in names:
+        for _ in range(warmup):
+            ops[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            op = ops[name]
+            gc.collect()
+            gc.disable()
+            try:
+                start = clock()
+                for _ in range(iters):
+                    op()
+                elapsed = clock() - start
+            finally:
+                gc.enable()
+            samples[name].append(elapsed / iters)
+    return samples
+
+
 def compare(ops: Mapping[str, Op], *, rounds: int, iters: int, warmup: int = 1,
             cpu: bool = False, clock: Callable[[], float] | None = None
             ) -> dict[str, float]:
@@ -62,25 +89,7 @@ def compare(ops: Mapping[str, Op], *, rounds: int, iters: int, warmup: int = 1,
     ``time.process_time``, this process's CPU time)."""
     if clock is None:
         clock = time.thread_time if cpu else time.perf_counter
-    names = list(ops)
-    for name in names:
-        for _ in range(warmup):
-            ops[name]()
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(rounds):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            op = ops[name]
-            gc.collect()
-            gc.disable()
-            try:
-                start = clock()
-                for _ in range(iters):
-                    op()
-                elapsed = clock() - start
-            finally:
-                gc.enable()
-            samples[name].append(elapsed / iters)
+    samples = _samples(ops, rounds=rounds, iters=iters, warmup=warmup, clock=clock)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -92,25 +101,7 @@ def compare_paired(ops: Mapping[str, Op], base: str, *, rounds: int, iters: int,
     in the same round), which the load of a round moves less than a ratio of
     medians.  Returns (medians, paired ratios)."""
     clock = time.thread_time if cpu else time.perf_counter
-    names = list(ops)
-    for name in names:
-        for _ in range(warmup):
-            ops[name]()
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(rounds):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            op = ops[name]
-            gc.collect()
-            gc.disable()
-            try:
-                start = clock()
-                for _ in range(iters):
-                    op()
-                elapsed = clock() - start
-            finally:
-                gc.enable()
-            samples[name].append(elapsed / iters)
+    samples = _samples(ops, rounds=rounds, iters=iters, warmup=warmup, clock=clock)
     medians = {name: statistics.median(values) for name, values in samples.items()}
     ratios = {name: statistics.median(a / b for a, b in zip(values, samples[base], strict=True)
                                       if b > 0)
