@@ -12,7 +12,7 @@ LangGraph on its own file, same settings):
   no rules and no entry built (its own agent, filled like the store's);
 - ``write_memory`` (an update), ``read_memory`` (by the writer) and
   ``query_memory({"keyPrefix": "q/", "limit": 100})`` on the lean paths, the
-  same on the full paths (``MemoryStore.force_full_paths``, the same store);
+  same on the full paths (``MemoryStore.lean_paths`` off, the same store);
 - LangGraph ``put``/``get``/``search(ns, limit=100)``.
 """
 
@@ -87,13 +87,13 @@ def run_results(root: Path, settings: Settings) -> list[Result]:
 
             def lean(call):  # type: ignore[no-untyped-def]
                 def op() -> object:
-                    store.force_full_paths = False
+                    store.lean_paths = True
                     return call()
                 return op
 
             def full(call):  # type: ignore[no-untyped-def]
                 def op() -> object:
-                    store.force_full_paths = True
+                    store.lean_paths = False
                     return call()
                 return op
 
@@ -145,7 +145,7 @@ def run_results(root: Path, settings: Settings) -> list[Result]:
                                       t["lean"], t["search"], "search", "min",
                                       1.0 if size < 1024 else 1.2, 1 / r["search"]))
     finally:
-        store.force_full_paths = False
+        store.lean_paths = True
         if conn is not None:
             conn.close()
         floor_log.close()

@@ -270,6 +270,12 @@ class Backend(Protocol):
     location: str
     #: The database schema the tables are in; ``""`` where there are none.
     schema: str = ""
+    #: Whether gene calls try the lean paths first (:mod:`rotifer.memory.lean`).
+    #: A lean path that hands over to the full one has already looked the entry
+    #: up: on SQLite a repeated in-process statement (microseconds), on
+    #: PostgreSQL repeated round trips (a write that evicts 3 -> 5, a read that
+    #: notes a new reader 2 -> 3), so PostgreSQL says no.
+    lean_paths: bool = True
 
     def read(self) -> AbstractContextManager[Transaction]:
         """A read-only transaction that sees one consistent snapshot."""

@@ -94,7 +94,7 @@ class GeneMemory:
     # -- read -------------------------------------------------------------------
 
     def read_memory(self, key: str, category: Category | str | None = None) -> MemoryEntry | None:
-        if not self.store.force_full_paths:
+        if self.store.lean_paths:
             found = read_lean(self, key, category)
             if found is not FULL:
                 return cast("MemoryEntry | None", found)
@@ -148,7 +148,7 @@ class GeneMemory:
         access_policy: AccessPolicy | dict[str, Any] | None = None,
         retention_policy: RetentionPolicy | dict[str, Any] | Unset | None = UNSET,
     ) -> MemoryEntry:
-        if not self.store.force_full_paths:
+        if self.store.lean_paths:
             written = write_lean(self, key, value, category, access_policy, retention_policy)
             if written is not FULL:
                 return cast(MemoryEntry, written)
@@ -237,7 +237,7 @@ class GeneMemory:
 
     def query_memory(self, filter: MemoryFilter | dict[str, Any] | None = None
                      ) -> list[MemoryEntry]:
-        if not self.store.force_full_paths:
+        if self.store.lean_paths:
             answer = query_lean(self, filter)
             if answer is not FULL:
                 return cast("list[MemoryEntry]", answer)

@@ -17,7 +17,8 @@ Both backends run them: they use only the backend interface
 (:class:`~rotifer.memory.backend.Transaction`).  ``tests/memory/test_lean.py``
 runs the lean and full paths on the same operations (with every fallback) on
 two stores and compares entries, errors, audit bytes and stored rows;
-``MemoryStore.force_full_paths`` (that test's switch) turns the lean paths off.
+``MemoryStore.lean_paths`` (the backend's choice: SQLite yes, PostgreSQL no,
+where a hand-over would repeat round trips) turns them on or off.
 """
 
 from __future__ import annotations

@@ -41,15 +41,15 @@ __all__ = ["DEFAULT_QUOTA_BYTES", "DeniedMemory", "DeployerMemory", "GeneMemory"
 class MemoryStore:
     """All agents' memory in one backend, with one audit log and one clock."""
 
-    #: For ``tests/memory/test_lean.py`` only: True makes every gene call take
-    #: the full path, never the lean one (:mod:`rotifer.memory.lean`), so the
-    #: test can run both on the same operations and compare them.
-    force_full_paths: bool = False
-
     def __init__(self, backend: Backend, audit: AuditLog, clock: Clock | None = None) -> None:
         self.backend = backend
         self.audit = audit
         self.clock: Clock = clock or SystemClock()
+        #: Whether gene calls try the lean paths (:mod:`rotifer.memory.lean`)
+        #: first: the backend's choice (:attr:`Backend.lean_paths`).
+        #: ``tests/memory/test_lean.py`` and ``bench/lean.py`` set it either way
+        #: to run both paths on the same operations and compare them.
+        self.lean_paths = backend.lean_paths
 
     @classmethod
     def open(cls, rotifer_dir: Path, url: str | None = None, clock: Clock | None = None,

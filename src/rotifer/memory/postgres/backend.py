@@ -32,6 +32,10 @@ class PostgresBackend(Backend):
     ``rotifer_timeout`` from now, for everything it does.
     """
 
+    #: No lean paths: a lean path's hand-over repeats round trips here (see
+    #: :attr:`Backend.lean_paths`).
+    lean_paths = False
+
     name = "postgresql"
 
     def __init__(self, url: str, *, max_idle: int = MAX_IDLE,
