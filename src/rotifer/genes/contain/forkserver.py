@@ -180,6 +180,15 @@ class ForkServer:
             self._stop()
         return self._control or self._start()
 
+    def prestart(self) -> None:
+        """Start the server now if none runs, without waiting for it: its
+        interpreter starts and imports the runtime while the caller goes on
+        (loads genes, opens the store), so a one-shot ``rotifer agent run`` does
+        not wait for it at its first gene.  A server that cannot start is left
+        for that run to report."""
+        with self._lock, contextlib.suppress(GeneUnavailable):
+            self._connection(False)
+
     def spawn(self, name: str, request: dict[str, Any], fds: tuple[int, int, int],
               timeout: float) -> ServedChild:
         """A confined child running ``request`` with the pipes ``fds`` (the
@@ -231,3 +240,13 @@ _SERVER = ForkServer()
 def server() -> ForkServer:
     """This process's fork server."""
     return _SERVER
+
+
+def prestart() -> None:
+    """Start this process's fork server ahead of its first contained Python
+    gene, where this machine can contain one (the CLI's commands that run
+    genes call it first thing: see :mod:`rotifer.cli.entry`)."""
+    from .sandbox import missing
+
+    if not missing():
+        _SERVER.prestart()
