@@ -142,7 +142,7 @@ def table(root: Path, settings: Settings) -> str:
     if bindir is None:
         return MISSING + ".\n"
     with Server(bindir) as server:
-        ours, theirs = server.database("rotifer"), server.database("langgraph")
+        ours, theirs = server.database("rotifer_bench"), server.database("langgraph")
         with MemoryStore.open(root / "rotifer", ours) as store, _langgraph(theirs) as lg:
             _fill_postgres(ours, store, ENTRIES)
             _lg_fill(lg)

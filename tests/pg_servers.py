@@ -13,8 +13,8 @@ in :mod:`tests.pg_plugin`):
   under ``/usr/lib/postgresql/*/bin`` (``/usr/sbin`` for pgbouncer), or None.
 
 As root both run as the unprivileged user ``nobody`` (:func:`unprivileged`):
-initdb and pgbouncer refuse root.  ``bench/pgserver.py`` repeats the server's
-recipe without pytest.
+initdb and pgbouncer refuse root.  ``bench/pgserver.py`` builds on :class:`PgServer`
+(this module imports nothing of pytest).
 """
 
 from __future__ import annotations
