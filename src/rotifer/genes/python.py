@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rotifer.genes.contain.cleanup import STOP_SIGNALS
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
 from rotifer.genes.jsonvalue import problem_of
 from rotifer.genes.prints import prints_to_log
@@ -178,10 +179,6 @@ def _as_json(gene: Source, output: Any) -> Any:
     return json.loads(text)
 
 
-#: Signals whose Python handler may raise into a running gene: SIGINT (Ctrl-C)
-#: and, where the CLI turns them into an exception, SIGTERM and SIGHUP.
-_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
-                      if hasattr(signal, name))
 
 
 class _Interrupt:
@@ -199,7 +196,7 @@ class _Interrupt:
     def __enter__(self) -> _Interrupt:
         if not self.active:
             return self
-        for sig in _STOP_SIGNALS:
+        for sig in STOP_SIGNALS:
             previous = signal.getsignal(sig)
             # SIGINT's default raises KeyboardInterrupt; other signals' defaults
             # end the process, so only Python handlers are wrapped for them.

@@ -179,14 +179,22 @@ class Transaction(Protocol):
         """What cleanup takes from ``category`` to free ``need`` bytes: its entries
         in ``iter_oldest``'s order but ``passing`` (the entry being written), as
         many as free ``need`` -- all of them if together they free less."""
-        ...
+        victims: list[Brief] = []
+        for brief in self.iter_oldest(agent_id, category):
+            if brief.key == passing:
+                continue
+            victims.append(brief)
+            need -= brief.size
+            if need <= 0:
+                break
+        return victims
 
     def evict(self, agent_id: str, category: Category, victims: list[Brief], passing: str
               ) -> None:
         """Delete ``victims``: what :meth:`oldest_to_free` returned for ``category``
         and ``passing`` in this transaction (a backend may delete them as the
         range of the cleanup order they are)."""
-        ...
+        self.delete(agent_id, [v.key for v in victims])
 
     def iter_newest(
         self,

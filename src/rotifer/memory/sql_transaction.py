@@ -154,14 +154,20 @@ class SqlTransaction(Transaction):
         r = self._one(self.sql.get, (agent_id, key))
         return None if r is None else self.make_row(r)
 
-    def lookup(self, agent_id: str, key: str | None, now_us: int
-               ) -> tuple[AgentRecord, bool, Row | None] | None:
+    def _lookup_row(self, agent_id: str, key: str | None, now_us: int
+                    ) -> tuple[Any, ...] | None:
+        """The lookup statement's one row: the agent's columns, "has anything
+        expired?", the entry's columns (None: no such agent)."""
         if self.checks_text:
             if not self._storable(agent_id):
                 return None
             if key is not None and not self._storable(key):
                 key = None  # no stored key can equal it
-        r = self._one(self.sql.lookup, (now_us, key, agent_id))
+        return self._one(self.sql.lookup, (now_us, key, agent_id))
+
+    def lookup(self, agent_id: str, key: str | None, now_us: int
+               ) -> tuple[AgentRecord, bool, Row | None] | None:
+        r = self._lookup_row(agent_id, key, now_us)
         if r is None:
             return None
         # Decoded here rather than through _opened: every call starts with this.
@@ -173,13 +179,7 @@ class SqlTransaction(Transaction):
                      ) -> tuple[bool, Row | None] | None:
         """:meth:`lookup`'s statement, its agent's columns not decoded (the lean
         read needs only "has anything expired?" and the entry: ~0.9 µs less)."""
-        looked_for: str | None = key
-        if self.checks_text:
-            if not self._storable(agent_id):
-                return None
-            if not self._storable(key):
-                looked_for = None  # no stored key can equal it
-        r = self._one(self.sql.lookup, (now_us, looked_for, agent_id))
+        r = self._lookup_row(agent_id, key, now_us)
         if r is None:
             return None
         at = LOOKUP_ROW_AT
@@ -194,22 +194,6 @@ class SqlTransaction(Transaction):
         for r in pages(self._all, self.sql.oldest, (agent_id, category.value),
                        self.sql.oldest_after, _oldest_position, FIRST_PAGE):
             yield decode_brief(r)
-
-    def oldest_to_free(self, agent_id: str, category: Category, need: int, passing: str
-                       ) -> list[Brief]:
-        victims: list[Brief] = []
-        for brief in self.iter_oldest(agent_id, category):
-            if brief.key == passing:
-                continue
-            victims.append(brief)
-            need -= brief.size
-            if need <= 0:
-                break
-        return victims
-
-    def evict(self, agent_id: str, category: Category, victims: list[Brief], passing: str
-              ) -> None:
-        self.delete(agent_id, [v.key for v in victims])
 
     def iter_newest(
         self,

@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-#: The signals whose Python handler may raise (as in rotifer.genes.python).
+#: Signals whose Python handler may raise: SIGINT (Ctrl-C) and, where the CLI
+#: turns them into an exception, SIGTERM and SIGHUP (rotifer.genes.python
+#: watches the same ones while a trusted gene runs).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
                      if hasattr(signal, name))
 
