@@ -201,8 +201,7 @@ class GeneMemory:
         old_size = 0 if old is None else old.size
         used = record.used_bytes - old_size + size
         if used > record.quota_bytes:
-            taken = _cleanup(tx, self.agent_id, key, used - record.quota_bytes)
-            freed = sum(sum(v.size for v in victims) for _, victims in taken)
+            taken, freed = _cleanup(tx, self.agent_id, key, used - record.quota_bytes)
             if used - freed > record.quota_bytes:
                 change.refuse(AgentMemoryError(
                     ErrorCode.QUOTA_EXCEEDED,
@@ -309,17 +308,19 @@ class GeneMemory:
 
 
 def _cleanup(tx: Transaction, agent_id: str, writing: str, need: int
-             ) -> list[tuple[Category, list[Brief]]]:
-    """The entries to evict to free ``need`` bytes, by category: CACHE, then
-    PATTERN, then CONTEXT, each least recently updated first.  Never PREFERENCE,
-    never the entry being written (its old bytes are already counted as freed).
-    If they all free less than ``need``, all of them (the caller refuses)."""
+             ) -> tuple[list[tuple[Category, list[Brief]]], int]:
+    """The entries to evict to free ``need`` bytes, by category, and the bytes
+    they free: CACHE, then PATTERN, then CONTEXT, each least recently updated
+    first.  Never PREFERENCE, never the entry being written (its old bytes are
+    already counted as freed).  If they all free less than ``need``, all of them
+    (the caller refuses)."""
     taken: list[tuple[Category, list[Brief]]] = []
+    freed = 0
     for category in EVICTION_ORDER:
-        victims = tx.oldest_to_free(agent_id, category, need, writing)
+        victims = tx.oldest_to_free(agent_id, category, need - freed, writing)
         if victims:
             taken.append((category, victims))
-            need -= sum(v.size for v in victims)
-            if need <= 0:
+            freed += sum(v.size for v in victims)
+            if freed >= need:
                 break
-    return taken
+    return taken, freed

@@ -39,7 +39,7 @@ from typing import Any
 
 from rotifer.genes.errors import GeneUnavailable
 
-from .sandbox import base_env
+from .sandbox import base_env, missing
 
 #: How long, once the child has ended, the parent waits for the server to say
 #: its status (the message is already sent, or is about to be).
@@ -246,7 +246,5 @@ def prestart() -> None:
     """Start this process's fork server ahead of its first contained Python
     gene, where this machine can contain one (the CLI's commands that run
     genes call it first thing: see :mod:`rotifer.cli.entry`)."""
-    from .sandbox import missing
-
     if not missing():
         _SERVER.prestart()
