@@ -55,11 +55,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rotifer.genes.contain.cleanup import STOP_SIGNALS
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
 from rotifer.genes.jsonvalue import problem_of
 from rotifer.genes.prints import prints_to_log
 from rotifer.memory import AgentMemoryError, GeneMemoryAccess
+from rotifer.memory.signals import STOP_SIGNALS
 
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from .audit_text import ENCODER, chain, line_hash, rolled_back_line
+from .signals import signals_deferred
 
 try:
     import fcntl
@@ -189,10 +190,19 @@ def _roll_over(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _lock(fd: int) -> None:
-    if fcntl is not None:
-        with contextlib.suppress(OSError):  # no locks on this filesystem: append anyway
+def _lock(fd: int, deferral: signals_deferred) -> None:
+    """Take the log's lock; a stop signal while another process holds it ends
+    the wait (:meth:`signals_deferred.waiting`), with the lock not kept."""
+    if fcntl is None:
+        return
+    try:
+        # contextlib.suppress(OSError): no locks on this filesystem: append anyway.
+        with deferral.waiting(), contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:  # the handler raised: perhaps just after the lock was taken
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        raise
 
 
 @dataclass
@@ -238,7 +248,7 @@ class LogFile:
             with contextlib.suppress(OSError):
                 os.close(kept.fd)
 
-    def _locked(self) -> tuple[int, os.stat_result]:
+    def _locked(self, deferral: signals_deferred) -> tuple[int, os.stat_result]:
         """The log file, locked, and its status: the kept one if the path still
         names it with the same mode, else the path opened again (and kept, if it
         is a regular file).  Reopens if the file rolled over while we waited."""
@@ -250,7 +260,7 @@ class LogFile:
             if kept is not None:
                 fd = kept.fd
                 try:
-                    _lock(fd)
+                    _lock(fd, deferral)
                     # The single-stat check (issue 24): one ``stat`` of the path
                     # against the device, inode and mode remembered at the open,
                     # instead of ``fstat`` + ``stat`` (~3 µs of a ~10 µs append).
@@ -272,7 +282,7 @@ class LogFile:
                 continue
             fd = os.open(path, _FLAGS, 0o600)
             try:
-                _lock(fd)
+                _lock(fd, deferral)
                 info = os.fstat(fd)
                 if fcntl is None or not stat.S_ISREG(info.st_mode):
                     return fd, info
@@ -300,8 +310,10 @@ class LogFile:
         """Append the encoded ``bodies`` (of ``lines``), chained, with a
         ``rolled_back`` line first if the log ends in a phantom of this change;
         return the hash of the last line written (the change's anchor)."""
-        with self._guard:
-            fd, info = self._locked()
+        # The stop signals wait until the lock is released: one handled in
+        # between would leave it taken, and every appender waiting (see .signals).
+        with signals_deferred() as deferral, self._guard:
+            fd, info = self._locked(deferral)
             try:
                 return self._append_locked(fd, info, bodies, lines)
             finally:
@@ -356,9 +368,10 @@ class LogFile:
 
 def append_plain(path: Path, data: bytes) -> None:
     """A plain locked append, for the telemetry file (no chain, not kept open)."""
-    fd = os.open(path, _FLAGS, 0o600)
-    try:
-        _lock(fd)
-        write_all(fd, data, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
+    with signals_deferred() as deferral:
+        fd = os.open(path, _FLAGS, 0o600)
+        try:
+            _lock(fd, deferral)
+            write_all(fd, data, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)

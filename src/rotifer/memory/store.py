@@ -84,8 +84,10 @@ class MemoryStore:
         return cls(backend, audit, clock)
 
     def close(self) -> None:
-        self.backend.close()
-        self.audit.close()
+        try:
+            self.backend.close()
+        finally:
+            self.audit.close()
 
     def __enter__(self) -> MemoryStore:
         return self

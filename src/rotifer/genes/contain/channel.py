@@ -25,8 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
-
-from .cleanup import signals_deferred
+from rotifer.memory.signals import signals_deferred
 
 #: A gene's output, logs and memory traffic beyond this many bytes a message is refused.
 MAX_MESSAGE_BYTES = 64 << 20

@@ -45,9 +45,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from rotifer.genes.errors import GeneUnavailable
+from rotifer.memory.signals import signals_deferred
 
 from . import kernel
-from .cleanup import signals_deferred
 
 #: The default data-size limit of a contained gene (MiB); ``agent create --gene-memory``.
 DEFAULT_MEMORY_MIB = 1024

@@ -1,0 +1,127 @@
+"""Holding a lock, or ending a run, without a signal cutting it in half.
+
+Python runs a signal's handler between two bytecodes of the main thread, and
+the usual handler raises (Ctrl-C's ``KeyboardInterrupt``, the CLI's
+``Terminated``).  Raised inside code that must finish, that leaves it half done:
+
+- the audit log's ``flock`` taken and never released, when the exception lands
+  after the lock is taken and before the ``try`` that releases it (or in the
+  ``finally`` before the unlock).  The descriptor stays open, so every other
+  process appending to the log -- and this one, through a second descriptor --
+  then waits for ever.  It happened: SIGINT and SIGTERM every 2-25 ms
+  (tests/reliability/test_audit_truth.py) hung the worker, and
+  tests/memory/test_audit_interrupts.py lands one at every bytecode of an append;
+- ``shutil.rmtree`` closing a descriptor twice, when it lands between its
+  ``os.close(fd)`` and the flag recording it; a gene's child not yet killed.
+
+So inside :class:`signals_deferred` the stop signals are only recorded, and
+their handlers run once it ends, as they would have.  One part may take them
+at once: waiting for a lock another process holds (:meth:`Deferral.waiting`),
+so Ctrl-C still ends a process stuck behind a stopped one.
+"""
+
+from __future__ import annotations
+
+import _signal  # type: ignore[import-not-found]
+import signal
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+#: Signals whose Python handler may raise: SIGINT (Ctrl-C) and, where the CLI
+#: turns them into an exception, SIGTERM and SIGHUP (rotifer.genes.python
+#: watches the same ones while a trusted gene runs).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+
+Handler = Callable[[int, types.FrameType | None], Any]
+
+# signal's C half, without signal.signal's enum conversions: ~0.35 us a call
+# instead of ~4 (an append swaps and restores up to three handlers).
+_getsignal: Callable[[int], object] = _signal.getsignal
+_setsignal: Callable[[int, object], object] = _signal.signal
+
+
+class signals_deferred:
+    """Record the stop signals that come meanwhile; then run their handlers.
+
+    Only the main thread runs Python's signal handlers, so elsewhere this does
+    nothing (nothing can be raised there).  A handler that was not Python's
+    own (SIG_DFL, SIG_IGN: the kernel acts, no exception) is left alone.
+    Nests: an inner one records into the outer one's handler."""
+
+    __slots__ = ("_caught", "_previous", "live")
+
+    def __init__(self) -> None:
+        #: While True, a stop signal runs its handler at once (see :meth:`waiting`).
+        self.live = False
+        self._caught: list[tuple[int, types.FrameType | None]] = []
+        self._previous: dict[int, Handler] = {}
+
+    def _record(self, signum: int, frame: types.FrameType | None) -> None:
+        if self.live:
+            self.live = False  # the caller's release after a raise must not be cut in turn
+            self._previous[signum](signum, frame)
+            self.live = True  # it did not raise: still waiting
+        else:
+            self._caught.append((signum, frame))
+
+    def __enter__(self) -> signals_deferred:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        try:
+            for sig in STOP_SIGNALS:
+                handler = _getsignal(sig)
+                if callable(handler):
+                    self._previous[sig] = handler
+                    _setsignal(sig, self._record)
+        except BaseException:  # a signal whose handler was not swapped yet
+            self._end()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        self.live = False
+        try:
+            _restore(list(self._previous.items()), self._record)
+        finally:
+            caught, self._caught = self._caught, []
+            for signum, frame in caught:
+                self._previous[signum](signum, frame)
+
+    def waiting(self) -> _Waiting:
+        """``with deferral.waiting(): fcntl.flock(fd, LOCK_EX)``: a stop signal
+        while it waits runs its handler at once (nothing is held yet); the
+        caller releases what the wait may have taken when that raises, and the
+        handler has run once by then, so later signals are recorded again."""
+        return _Waiting(self)
+
+
+class _Waiting:
+    __slots__ = ("_deferral",)
+
+    def __init__(self, deferral: signals_deferred) -> None:
+        self._deferral = deferral
+
+    def __enter__(self) -> None:
+        self._deferral.live = True
+
+    def __exit__(self, *exc: object) -> None:
+        self._deferral.live = False
+
+
+def _restore(pending: list[tuple[int, Handler]], record: Handler) -> None:
+    """Put each handler back (one put there meanwhile stays); a handler that
+    raises as its signal is restored does not leave the others as ``record``."""
+    if not pending:
+        return
+    (sig, handler), rest = pending[0], pending[1:]
+    try:
+        if _getsignal(sig) == record:
+            _setsignal(sig, handler)
+    finally:
+        _restore(rest, record)
