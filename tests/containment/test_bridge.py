@@ -1,0 +1,76 @@
+"""The memory bridge's waits (contain/channel.py, contain/pychild.py) keep
+their bounds however busy the bridge is.
+
+Each side first retries a non-blocking read for a few tens of microseconds
+before it sleeps (contain/spin.py); these tests pin down what that must not
+change: a gene whose messages never stop coming -- memory calls or log lines
+back to back, so every read of the parent finds one waiting and never sleeps
+-- still ends at its deadline; one that floods its output between memory
+calls neither stalls the run nor gets more than its share passed on; one that
+stops answering ends at its deadline.  No test depends on machine speed: the
+deadlines are seconds long and only the outcome is asserted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES
+from rotifer.genes.contain.sandbox import CONTAINED
+from rotifer.genes.errors import GeneFailed
+from rotifer.genes.execute import express
+from rotifer.genes.gene import Gene, load_gene, register_gene
+from rotifer.genes.registry import Registry
+from rotifer.memory import MemoryStore
+from tests.genes.helpers import write_gene
+
+ENDLESS = {
+    "calls": "def express(input, ctx):\n    while True:\n"
+             "        ctx.memory.read_memory('none/here')\n",
+    "writes": "def express(input, ctx):\n    i = 0\n    while True:\n"
+              "        ctx.memory.write_memory('b/k%d' % (i % 20), b'v', 'CACHE')\n"
+              "        i += 1\n",
+    "logs": "def express(input, ctx):\n    while True:\n        ctx.log('again')\n",
+    "silent": "import time\ndef express(input, ctx):\n    ctx.memory.read_memory('a/b')\n"
+              "    time.sleep(3600)\n",
+}
+
+
+def _gene(tmp_path: Path, name: str, code: str) -> Gene:
+    registry = Registry(tmp_path / ".rotifer")
+    write_gene(tmp_path / "genes", name, code)
+    return register_gene(load_gene(tmp_path / "genes", name, registry), registry, via="wrap")
+
+
+@pytest.mark.parametrize("kind", sorted(ENDLESS))
+def test_a_gene_ends_at_its_deadline_however_it_talks(tmp_path: Path, kind: str) -> None:
+    gene = _gene(tmp_path, kind, ENDLESS[kind])
+    lines: list[str] = []
+    with MemoryStore.open(tmp_path / ".rotifer") as store:
+        store.create_agent("a", 1 << 30)
+        memory = store.for_gene("a", gene.v2_id, gene.domain)
+        with pytest.raises(GeneFailed, match=r"ran past its deadline of 1\.5 s"):
+            express(gene, None, memory, deadline_s=1.5, grant=CONTAINED,
+                    log_sink=lambda name, line: lines.append(line))
+    if kind == "logs":
+        assert lines and set(lines) == {"again"}
+
+
+def test_a_gene_flooding_its_output_between_calls_is_served_and_cut(tmp_path: Path) -> None:
+    code = ("import os\ndef express(input, ctx):\n    n = 0\n"
+            "    for i in range(200):\n"
+            "        os.write(2, b'x' * 32768 + b'\\n')\n"
+            "        n += ctx.memory.read_memory('none/here') is None\n"
+            "    return n\n")
+    gene = _gene(tmp_path, "loud", code)
+    lines: list[str] = []
+    with MemoryStore.open(tmp_path / ".rotifer") as store:
+        store.create_agent("a", 1 << 30)
+        memory = store.for_gene("a", gene.v2_id, gene.domain)
+        got = express(gene, None, memory, deadline_s=60, grant=CONTAINED,
+                      log_sink=lambda name, line: lines.append(line))
+    assert got == 200
+    assert sum(len(line) + 1 for line in lines) < MAX_OUTPUT_BYTES + (64 << 10)
+    assert lines[-1].startswith("... more output dropped")
