@@ -1,7 +1,7 @@
 """The memory bridge's waits (contain/channel.py, contain/pychild.py) keep
 their bounds however busy the bridge is.
 
-Each side first retries a non-blocking read for a few tens of microseconds
+Each side first retries a non-blocking read for a few hundred microseconds
 before it sleeps (contain/spin.py); these tests pin down what that must not
 change: a gene whose messages never stop coming -- memory calls or log lines
 back to back, so every read of the parent finds one waiting and never sleeps
@@ -9,6 +9,9 @@ back to back, so every read of the parent finds one waiting and never sleeps
 calls neither stalls the run nor gets more than its share passed on; one that
 stops answering ends at its deadline.  No test depends on machine speed: the
 deadlines are seconds long and only the outcome is asserted.
+
+And the child builds the entries the parent sends from cached parts
+(pychild._entry): the same entries as ``MemoryEntry.from_json``, odd ones too.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from pathlib import Path
 import pytest
 
 from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES
+from rotifer.genes.contain.pychild import _entry
 from rotifer.genes.contain.sandbox import CONTAINED
 from rotifer.genes.errors import GeneFailed
 from rotifer.genes.execute import express
 from rotifer.genes.gene import Gene, load_gene, register_gene
 from rotifer.genes.registry import Registry
-from rotifer.memory import MemoryStore
+from rotifer.memory import AgentMemoryError, MemoryEntry, MemoryStore
 from tests.genes.helpers import write_gene
 
 ENDLESS = {
@@ -74,3 +78,46 @@ def test_a_gene_flooding_its_output_between_calls_is_served_and_cut(tmp_path: Pa
     assert got == 200
     assert sum(len(line) + 1 for line in lines) < MAX_OUTPUT_BYTES + (64 << 10)
     assert lines[-1].startswith("... more output dropped")
+
+
+ENTRY = {"entryId": "e" * 64, "category": "CACHE", "key": "b/k", "value": "dg==",
+         "createdBy": "v2:" + "a" * 64, "lastAccessedBy": "v2:" + "b" * 64,
+         "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-02T00:00:00.000Z",
+         "accessPolicy": {"readScope": "SAME_DOMAIN", "writeScope": "CREATOR_GENE_ONLY",
+                          "sharePolicy": "PRIVATE"},
+         "retentionPolicy": None}
+
+
+@pytest.mark.parametrize("change", [
+    {}, {"category": "PATTERN"}, {"value": ""}, {"extra": 1},
+    {"retentionPolicy": {"maxRetentionDays": 3, "autoDeleteOnTermination": True,
+                         "anonymizationSupported": False}},
+    {"accessPolicy": {"readScope": "ALL_GENES", "writeScope": "SAME_DOMAIN",
+                      "sharePolicy": "PRIVATE"}},
+])
+def test_the_childs_entries_are_from_json_s(change: dict[str, object]) -> None:
+    """The child builds the parent's entries from cached parts
+    (pychild._entry): the same entry as MemoryEntry.from_json, seen once or
+    again."""
+    doc = {**ENTRY, **change}
+    for _ in range(2):
+        assert _entry(doc) == MemoryEntry.from_json(doc)
+
+
+@pytest.mark.parametrize("change", [
+    {"value": "not base64!"}, {"category": "NOPE"}, {"key": 3}, {"accessPolicy": None},
+    {"accessPolicy": {"readScope": "SAME_DOMAIN", "writeScope": "SAME_DOMAIN"}},
+    {"accessPolicy": {"readScope": "SAME_DOMAIN", "writeScope": "CREATOR_GENE_ONLY",
+                      "sharePolicy": "PRIVATE", "x": 1}},
+])
+def test_an_odd_entry_is_from_json_s_too(change: dict[str, object]) -> None:
+    doc = {**ENTRY, **change}
+    _entry(ENTRY)  # its policy cached
+    try:
+        expected = MemoryEntry.from_json(doc)
+    except AgentMemoryError as exc:
+        with pytest.raises(AgentMemoryError) as got:
+            _entry(doc)
+        assert str(got.value) == str(exc)
+    else:
+        assert _entry(doc) == expected

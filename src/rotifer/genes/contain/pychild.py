@@ -17,20 +17,27 @@ Arguments cross as JSON, bytes as ``{"$bytes": base64}``, anything else as
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import enum
 import json
 import os
+import select
 import sys
 from pathlib import Path
 from typing import Any
 
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene
 from rotifer.genes.python import GeneInfo, run_in_process
-from rotifer.memory import UNSET, AgentMemoryError, MemoryEntry
+from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, Category, MemoryEntry
+from rotifer.memory.model import stored_entry
+
+from .spin import Spinner
 
 #: One encoder for every message (``json.dumps`` with an argument builds one each time).
 _ENCODE = json.JSONEncoder(allow_nan=False).encode
+#: ``json.loads`` of bytes guesses their encoding first: ~1.5 us a message.
+_DECODE = json.JSONDecoder().decode
 
 
 def _arg(value: Any) -> Any:
@@ -51,10 +58,63 @@ def _arg(value: Any) -> Any:
     return {"$type": type(value).__name__}
 
 
+#: The access policies of the entries the parent sent, by their three fields:
+#: an agent's entries share a few, and parsing each anew (enums, field checks)
+#: was most of a reply's ``MemoryEntry.from_json``.
+_POLICIES: dict[tuple[object, object, object], AccessPolicy] = {}
+_CATEGORIES = {c.value: c for c in Category}
+_TEXT_FIELDS = ("entryId", "key", "createdBy", "lastAccessedBy", "createdAt", "updatedAt")
+
+
+def _entry(doc: Any) -> MemoryEntry:
+    """``MemoryEntry.from_json(doc)`` of an entry the parent sent: 7.2 -> 2.5 us.
+
+    The usual entry (no retention policy, its access policy seen before, every
+    field of the usual type) is built from cached parts; any other goes
+    through ``from_json``, which checks it and raises what it raises."""
+    try:
+        policy_doc = doc["accessPolicy"]
+        policy = _POLICIES[policy_doc["readScope"], policy_doc["writeScope"],
+                           policy_doc["sharePolicy"]]
+        texts = [doc[f] for f in _TEXT_FIELDS]
+        if (doc["retentionPolicy"] is not None or len(doc) != 10 or len(policy_doc) != 3
+                or not all(type(t) is str for t in texts)):
+            raise KeyError  # not the usual entry
+        value = binascii.a2b_base64(doc["value"], strict_mode=True)
+        category = _CATEGORIES[doc["category"]]
+    except (KeyError, TypeError, ValueError):  # binascii.Error is a ValueError
+        entry = MemoryEntry.from_json(doc)
+        policy = entry.access_policy
+        _POLICIES[policy.read_scope.value, policy.write_scope.value,
+                  policy.share_policy.value] = policy
+        return entry
+    entry_id, key, created_by, last_accessed_by, created_at, updated_at = texts
+    return stored_entry(entry_id, category, key, value, created_by, last_accessed_by,
+                        created_at, updated_at, policy, None)
+
+
 class _Pipe:
+    """The child's end of the bridge.  A reply is read with
+    :class:`~rotifer.genes.contain.spin.Spinner` first (the parent often
+    answers within its spin) and only then waited for in ``poll``; there is
+    no deadline here -- the parent's kills the child."""
+
     def __init__(self, in_fd: int, out_fd: int) -> None:
-        self.reader = open(in_fd, "rb", buffering=1 << 16)  # noqa: SIM115 - lives with the child
+        self.in_fd = in_fd
         self.out_fd = out_fd
+        self._buffer = bytearray()
+        self._spinner = Spinner()
+        self._poll = select.poll()
+        self._poll.register(in_fd, select.POLLIN)
+
+    # The descriptor stays blocking (a gene may read it itself, as the hostile
+    # suite's forger does): readiness is asked of ``poll`` with no timeout.
+    def _read_now(self) -> bytes | None:
+        return os.read(self.in_fd, 1 << 16) if self._poll.poll(0) else None
+
+    def _read_waiting(self) -> bytes:
+        self._poll.poll()
+        return os.read(self.in_fd, 1 << 16)
 
     def send(self, message: dict[str, Any]) -> None:
         data = memoryview((_ENCODE(message) + "\n").encode())
@@ -62,10 +122,21 @@ class _Pipe:
             data = data[os.write(self.out_fd, data):]
 
     def receive(self) -> Any:
-        line = self.reader.readline()
-        if not line:
-            raise SystemExit(0)  # the parent is gone: nothing left to do
-        return json.loads(line)
+        # A bytearray grown in place, searched only where a chunk landed: a
+        # start message of many megabytes is read in linear time.
+        buffer = self._buffer
+        at = buffer.find(b"\n")
+        while at < 0:
+            chunk = self._spinner.wait(self._read_now, self._read_waiting)
+            if not chunk:
+                raise SystemExit(0)  # the parent is gone: nothing left to do
+            at = chunk.find(b"\n")
+            if at >= 0:
+                at += len(buffer)
+            buffer += chunk
+        line = buffer[:at].decode("ascii")  # the parent writes ASCII JSON
+        del buffer[:at + 1]
+        return _DECODE(line)
 
 
 class BridgeMemory:
@@ -84,7 +155,7 @@ class BridgeMemory:
 
     def read_memory(self, key: str, category: Any = None) -> MemoryEntry | None:
         doc = self._call("read", {"key": _arg(key), "category": _arg(category)})
-        return None if doc is None else MemoryEntry.from_json(doc)
+        return None if doc is None else _entry(doc)
 
     def write_memory(self, key: str, value: bytes, category: Any,
                      access_policy: Any = None, retention_policy: Any = UNSET) -> MemoryEntry:
@@ -92,10 +163,10 @@ class BridgeMemory:
                 "accessPolicy": _arg(access_policy)}
         if retention_policy is not UNSET:
             args["retentionPolicy"] = _arg(retention_policy)
-        return MemoryEntry.from_json(self._call("write", args))
+        return _entry(self._call("write", args))
 
     def query_memory(self, filter: Any = None) -> list[MemoryEntry]:
-        return [MemoryEntry.from_json(d) for d in self._call("query", {"filter": _arg(filter)})]
+        return [_entry(d) for d in self._call("query", {"filter": _arg(filter)})]
 
     def delete_memory(self, key: str) -> None:
         self._call("delete", {"key": _arg(key)})
