@@ -3,12 +3,14 @@
 Why: a memory call is a round trip between two processes, and on this kind of
 machine (a VM) much of a round trip is the sleep and wake-up of the side that
 waits -- an idle core of the VM takes tens of microseconds to come back (a
-bare one-byte round trip over two pipes: 61 us quiet), and a process that
-slept finds its caches cold.  A side that keeps trying a non-blocking read for
-a little while finds the answer there when the other side answers quickly,
-and neither side pays the sleep or the wake-up.  Measured (docs/benchmarks.md,
-"Containment"; quiet machine, interleaved): 1,000 writes in one run 3.0x ->
-1.6x of the in-process time, the parent's CPU a write 219 -> 143 us.
+bare one-byte round trip over two pipes, quiet: 50-61 us sleeping in ``poll``,
+2.5 us spinning), and a process that slept finds its caches cold.  A side
+that keeps trying a non-blocking read for a little while finds the answer
+there when the other side answers quickly, and neither side pays the sleep or
+the wake-up.  Measured (docs/benchmarks.md, "Containment"; quiet machine,
+interleaved): 1,000 writes in one run 3.3x -> 1.6-1.7x of the in-process
+time, rotifer's CPU a write 228 -> 186 us; the cost is the CPU the waiting
+side burns meanwhile.
 
 Why it is safe on a busy machine: the spin is bounded (:data:`SPIN_S`), a
 try that took long (:data:`BUSY_S`: another process had the core meanwhile)
