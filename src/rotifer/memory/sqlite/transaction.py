@@ -32,6 +32,8 @@ EVICT_BEFORE_SQL = ("DELETE FROM memory_entries WHERE agent_id = ? AND category 
 #: row it wants, and each later probe this many times more (see
 #: :meth:`SqliteTransaction._newest_with_prefix`).
 PROBE_FACTOR = 4
+#: ``ROW_COLUMNS`` of the rows read by row id (``e``) in a page's join.
+JOINED_COLUMNS = ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
 #: Counting keys on the key index costs a fraction of probing a row: the key
 #: range is chosen once it holds fewer than this many keys per probed row.
 COUNT_FACTOR = 8
@@ -182,27 +184,41 @@ class SqliteTransaction(SqlTransaction):
 
         So a page costs about the lesser of "newest entries until a page of
         matches" and "all matches" (times a small constant), whatever the agent
-        holds.  Both plans are checked with EXPLAIN QUERY PLAN in the tests."""
+        holds.  Both plans are checked with EXPLAIN QUERY PLAN in the tests.
+
+        Each plan sorts row ids only, never whole rows (values included): its
+        statement picks the page's row ids in recency order in a subquery, and a
+        ``CROSS JOIN`` reads the rows by row id in that order (SQLite keeps the
+        left side of a ``CROSS JOIN`` the outer loop, and an ordered subquery
+        yields its rows in its order), so the probe stops at the page's last
+        match (``LIMIT size``) instead of reading its whole window and sorting
+        the matches.  A probe for the 100 newest of 103 recent ``q/`` keys, in
+        instructions (callgrind): 3.52M -> 2.25M a page; the key range of 100
+        keys: 3.07M -> 2.47M.  ``test_query_plans.py`` checks both plans and
+        that the pages match the newest-first reference."""
         inner, params = newest_sql("?", agent_id, category, None, since_us, until_us)
-        inner = inner.replace(f"SELECT {ROW_COLUMNS} ", "SELECT rowid ", 1)
+        inner = inner.replace(f"SELECT {ROW_COLUMNS} ", "SELECT rowid AS r ", 1)
         bound = prefix_upper_bound(key_prefix)
         keys: tuple[str, ...] = (key_prefix,) if bound is None else (key_prefix, bound)
         in_range = f"key >= ?{'' if bound is None else ' AND key < ?'}"
-        probe = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE rowid IN ({inner}) "
-                 f"AND {in_range} ORDER BY updated_us DESC, seq DESC")
+        probe = (f"SELECT {JOINED_COLUMNS} FROM ({inner}) AS w CROSS JOIN memory_entries AS e "
+                 f"ON e.rowid = w.r WHERE e.{in_range.replace('AND key', 'AND e.key')} "
+                 "LIMIT {size}")
         count = (f"SELECT count(*) FROM (SELECT 1 FROM memory_entries WHERE agent_id = ? "
                  f"AND {in_range} LIMIT ?)")
         by_key, key_params = newest_sql("?", agent_id, category, key_prefix, since_us,
                                         until_us)
+        by_key = by_key.replace(f"SELECT {ROW_COLUMNS} ", "SELECT rowid AS r ", 1)
+        by_key = (f"SELECT {JOINED_COLUMNS} FROM ({by_key}) AS w CROSS JOIN memory_entries "
+                  "AS e ON e.rowid = w.r")
         after: tuple[Any, ...] = ()
         while True:
             after_sql = self.sql.newest_after if after else ""
             window = PROBE_FACTOR * size
             while True:
-                rows = self._all(probe.format(after=after_sql, limit=window),
+                rows = self._all(probe.format(after=after_sql, limit=window, size=size),
                                  params + after + keys)
                 if len(rows) >= size:
-                    del rows[size:]
                     break
                 cap = COUNT_FACTOR * window
                 counted = self._one(count, (agent_id, *keys, cap))
