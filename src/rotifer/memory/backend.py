@@ -216,6 +216,27 @@ class Transaction(Protocol):
         """
         ...
 
+    def iter_newest_rows(
+        self,
+        agent_id: str,
+        *,
+        category: Category | None = None,
+        key_prefix: str | None = None,
+        since_us: int | None = None,
+        until_us: int | None = None,
+        first: int = NEWEST_PAGE,
+    ) -> Iterator[tuple[Any, ...]]:
+        """:meth:`iter_newest`'s rows as stored, not decoded (the SQL backends'
+        ``ROW_COLUMNS`` order, the retention as :meth:`retention_of` takes it):
+        for the lean query (:mod:`rotifer.memory.lean`), which decodes only what
+        an entry needs and hands anything unusual to the full path."""
+        ...
+
+    def retention_of(self, stored: Any) -> RetentionPolicy:
+        """A stored, non-null retention policy (as :meth:`iter_newest_rows` gives it)
+        decoded; raises on one that is not a policy."""
+        ...
+
     def iter_by_key(self, agent_id: str, *, category: Category | None = None,
                     after: str | None = None, first: int = NEWEST_PAGE) -> Iterator[Row]:
         """Entries in key order (code point), those after the key ``after`` if

@@ -39,11 +39,25 @@ from .model import (
     Category,
     MemoryEntry,
     Scope,
+    _set_access_policy,
+    _set_category,
+    _set_created_at,
+    _set_created_by,
+    _set_entry_id,
+    _set_key,
+    _set_last_accessed_by,
+    _set_retention_policy,
+    _set_updated_at,
+    _set_value,
     check_key,
     entry_id,
     stored_entry,
 )
+from .model import (
+    _new_object as _new_entry,
+)
 from .policy import expires_at
+from .rows import _POLICIES, _UNREADABLE
 
 if TYPE_CHECKING:
     from .gene_memory import GeneMemory
@@ -201,12 +215,18 @@ def read_lean(view: GeneMemory, key: object, category: object) -> MemoryEntry | 
 def query_lean(view: GeneMemory, filter: object) -> list[MemoryEntry] | _Full:
     """``query_memory`` answered by its first page, nothing expired.
 
-    What it skips: the per-row function calls of the full path's loop (the
-    scope check, the entry's size and its construction are inlined, with
-    their lookups bound once) and the purge's second look-up: the "has
-    anything expired?" statement is the same, but an answer of yes goes the
-    full way, which purges.  The rows, their order and the page are the
-    backend's, the same statements as the full path."""
+    What it skips: the purge's second look-up (the "has anything expired?"
+    statement is the same, but an answer of yes goes the full way, which
+    purges), and per row everything an entry does not need: the rows come
+    undecoded (``iter_newest_rows``), so no ``Row`` is built; the category,
+    the access policy (one shared object per combination) and the retention
+    policy are taken from the decoder's own tables, and anything the common
+    case does not cover -- a text no table knows, a value not stored as bytes,
+    a retention policy that does not parse -- hands the whole query to the
+    full path, which decodes it and says what is wrong.  The scope check and
+    the entry (its slots set directly, as :func:`~rotifer.memory.model.stored_entry`
+    does) are inlined.  The rows, their order and the page are the backend's,
+    the same statements as the full path's."""
     actor = view.actor
     if actor is None:
         return FULL
@@ -215,19 +235,34 @@ def query_lean(view: GeneMemory, filter: object) -> list[MemoryEntry] | _Full:
     now = store.clock.now_us()
     limit = wanted.limit
     most = min(limit, NEWEST_PAGE)
+    prefix = wanted.key_prefix
     found: list[MemoryEntry] = []
     with store.backend.peek() as tx:
         opened = tx.lookup(agent, None, now)  # = store.has_expired's statement
         if opened is not None and opened[1]:
             return FULL
         now = store.clock.now_us()  # read again, as the full path does after its purge check
-        rows = tx.iter_newest(agent, category=wanted.category, key_prefix=wanted.key_prefix,
-                              since_us=wanted.since_us, until_us=wanted.until_us, first=limit)
+        rows = tx.iter_newest_rows(agent, category=wanted.category, key_prefix=prefix,
+                                   since_us=wanted.since_us, until_us=wanted.until_us,
+                                   first=limit)
         gene, domain = actor.gene_id, actor.domain
         total = 0
-        append, make = found.append, stored_entry
-        for scanned, (_, key, cat, value, created_by, creator_domain, last_by, created_us,
-                      updated_us, access, retention, expires_us, _) in enumerate(rows, 1):
+        append, policies, categories = found.append, _POLICIES, _CATEGORY
+        for scanned, (_, key, cat_text, value, created_by, creator_domain, last_by, created_us,
+                      updated_us, read_text, write_text, share_text, retention_text,
+                      expires_us, _) in enumerate(rows, 1):
+            access = policies.get((read_text, write_text, share_text))
+            category = categories.get(cat_text)
+            if access is None or category is None or value.__class__ is not bytes or (
+                    prefix and not key.startswith(prefix)):
+                return FULL  # unusual (or damaged): the full path decodes and says so
+            if retention_text is None:
+                retention = None
+            else:
+                try:
+                    retention = tx.retention_of(retention_text)
+                except _UNREADABLE:
+                    return FULL
             scope = access.read_scope
             if (expires_us is None or expires_us > now) and (
                     scope is _ALL or (gene == created_by and scope is not Scope.DEPLOYER_CONFIGURED)
@@ -237,9 +272,18 @@ def query_lean(view: GeneMemory, filter: object) -> list[MemoryEntry] | _Full:
                     raise invalid(
                         "the matching entries are larger than 4 MiB in total: lower limit or "
                         "narrow the filter")
-                append(make(entry_id(agent, key), cat, key, value, created_by, last_by,
-                            format_time(created_us), format_time(updated_us), access,
-                            retention))
+                entry = _new_entry(MemoryEntry)
+                _set_entry_id(entry, entry_id(agent, key))
+                _set_category(entry, category)
+                _set_key(entry, key)
+                _set_value(entry, value)
+                _set_created_by(entry, created_by)
+                _set_last_accessed_by(entry, last_by)
+                _set_created_at(entry, format_time(created_us))
+                _set_updated_at(entry, format_time(updated_us))
+                _set_access_policy(entry, access)
+                _set_retention_policy(entry, retention)
+                append(entry)
                 if len(found) >= limit:
                     return found
             if scanned == most:

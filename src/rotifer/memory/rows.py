@@ -27,7 +27,7 @@ _CATEGORIES: dict[object, Category] = {c.value: c for c in Category}
 _POLICIES: dict[tuple[str, str, str], AccessPolicy] = {}
 
 
-def _policy(read: str, write: str, share: str) -> AccessPolicy:
+def access_policy_of(read: str, write: str, share: str) -> AccessPolicy:
     key = (read, write, share)
     policy = _POLICIES.get(key)
     if policy is None:
@@ -74,7 +74,7 @@ def decode_row(r: tuple[Any, ...], retention: Callable[[Any], RetentionPolicy]) 
         # access, retention, expires_us, seq.
         return new_row(
             r[0], r[1], _CATEGORIES[r[2]], _blob(r[3]), r[4], r[5], r[6], r[7], r[8],
-            _policy(r[9], r[10], r[11]), None if r[12] is None else retention(r[12]),
+            access_policy_of(r[9], r[10], r[11]), None if r[12] is None else retention(r[12]),
             r[13], r[14],
         )
     except _UNREADABLE as exc:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar, NamedTuple
 
 from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
-from .model import Category
+from .model import Category, RetentionPolicy
 from .rows import decode_agent, decode_brief
 from .sql_text import (
     AGENT_COLUMNS,
@@ -205,17 +205,34 @@ class SqlTransaction(Transaction):
         until_us: int | None = None,
         first: int = NEWEST_PAGE,
     ) -> Iterator[Row]:
-        if key_prefix and self.checks_text and not self._storable(key_prefix):
-            return  # no stored key starts with it
-        sql, params = newest_sql(self.sql.placeholder, agent_id, category, key_prefix,
-                                 since_us, until_us)
         make_row = self.make_row
-        for r in pages(self._all, sql, params, self.sql.newest_after, newest_position,
-                       min(first, NEWEST_PAGE)):
+        for r in self.iter_newest_rows(agent_id, category=category, key_prefix=key_prefix,
+                                       since_us=since_us, until_us=until_us, first=first):
             row = make_row(r)
             if key_prefix and not row.key.startswith(key_prefix):
                 continue  # belt and braces: the range above is exact already
             yield row
+
+    def iter_newest_rows(
+        self,
+        agent_id: str,
+        *,
+        category: Category | None = None,
+        key_prefix: str | None = None,
+        since_us: int | None = None,
+        until_us: int | None = None,
+        first: int = NEWEST_PAGE,
+    ) -> Iterator[tuple[Any, ...]]:
+        if key_prefix and self.checks_text and not self._storable(key_prefix):
+            return iter(())  # no stored key starts with it
+        sql, params = newest_sql(self.sql.placeholder, agent_id, category, key_prefix,
+                                 since_us, until_us)
+        return pages(self._all, sql, params, self.sql.newest_after, newest_position,
+                     min(first, NEWEST_PAGE))
+
+    @staticmethod
+    def retention_of(stored: Any) -> RetentionPolicy:
+        raise NotImplementedError
 
     def iter_by_key(self, agent_id: str, *, category: Category | None = None,
                     after: str | None = None, first: int = NEWEST_PAGE) -> Iterator[Row]:

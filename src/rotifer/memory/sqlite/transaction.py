@@ -12,7 +12,7 @@ from ..errors import storage
 from ..model import Category
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, newest_sql, prefix_upper_bound, put_sql
 from ..sql_transaction import SqlTransaction, Statements, newest_position
-from .rows import make_row, row_params
+from .rows import make_row, parse_retention, row_params
 
 _new_brief = tuple.__new__
 
@@ -46,6 +46,7 @@ class SqliteTransaction(SqlTransaction):
 
     sql = Statements.using("?")
     make_row = staticmethod(make_row)
+    retention_of = staticmethod(parse_retention)
     contains_sql = "instr(lower(key), ?) > 0"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -147,7 +148,7 @@ class SqliteTransaction(SqlTransaction):
                               f"its last victim, not {tied}")
         self.delete(agent_id, [v.key for v in victims[tied:]])
 
-    def iter_newest(
+    def iter_newest_rows(
         self,
         agent_id: str,
         *,
@@ -156,16 +157,16 @@ class SqliteTransaction(SqlTransaction):
         since_us: int | None = None,
         until_us: int | None = None,
         first: int = NEWEST_PAGE,
-    ) -> Iterator[Row]:
+    ) -> Iterator[tuple[Any, ...]]:
         if not key_prefix:
-            return super().iter_newest(agent_id, category=category, since_us=since_us,
-                                       until_us=until_us, first=first)
+            return super().iter_newest_rows(agent_id, category=category, since_us=since_us,
+                                            until_us=until_us, first=first)
         return self._newest_with_prefix(agent_id, category, key_prefix, since_us, until_us,
                                         min(first, NEWEST_PAGE))
 
     def _newest_with_prefix(self, agent_id: str, category: Category | None, key_prefix: str,
                             since_us: int | None, until_us: int | None, size: int
-                            ) -> Iterator[Row]:
+                            ) -> Iterator[tuple[Any, ...]]:
         """The newest entries under ``key_prefix``, a page at a time, each page
         from whichever of two plans reaches it first.
 
@@ -227,10 +228,7 @@ class SqliteTransaction(SqlTransaction):
                                      key_params + after)
                     break
                 window *= PROBE_FACTOR
-            for r in rows:
-                row = make_row(r)
-                if row.key.startswith(key_prefix):  # belt and braces: the range is exact
-                    yield row
+            yield from rows
             if len(rows) < size:
                 return
             after = newest_position(rows[-1])
