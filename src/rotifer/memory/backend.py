@@ -143,11 +143,11 @@ class Transaction(Protocol):
         """
         ...
 
-    def lookup_entry(self, agent_id: str, key: str, now_us: int
-                     ) -> tuple[bool, Row | None] | None:
-        """:meth:`lookup` without the agent's record: (expired?, the entry)."""
-        opened = self.lookup(agent_id, key, now_us)
-        return None if opened is None else opened[1:]
+    def read_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
+        """:meth:`lookup` for the lean read, undecoded: "has anything expired?",
+        then the entry's ``READ_COLUMNS`` as stored (:mod:`rotifer.memory.sql_text`;
+        all ``None``: no such entry); ``None``: no such agent."""
+        ...
 
     def put(self, row: Row) -> None:
         """Insert the row, or replace the one with the same (agent, key)."""
@@ -318,6 +318,16 @@ class Backend(Protocol):
         line); the one statement through it that writes is a read's
         ``touch_if``, which notes the reader in lastAccessedBy.
         """
+        ...
+
+    def peek_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
+        """:meth:`Transaction.read_entry` through :meth:`peek`: the lean read's one
+        statement (a backend may run it with less ceremony than a context manager)."""
+        with self.peek() as tx:
+            return tx.read_entry(agent_id, key, now_us)
+
+    def retention_of(self, stored: Any) -> RetentionPolicy:
+        """:meth:`Transaction.retention_of`, for what :meth:`peek_entry` returns."""
         ...
 
     def write(self, agent_id: str | None) -> AbstractContextManager[Transaction]:
