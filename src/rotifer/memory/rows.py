@@ -37,6 +37,16 @@ def access_policy_of(read: str, write: str, share: str) -> AccessPolicy:
     return policy
 
 
+# Every valid combination, made once here: the lean paths (rotifer.memory.lean)
+# look policies up in this table and hand a miss to the full path, so without
+# this the first read or query of each combination in a process would go the
+# full way.
+for _read in Scope:
+    for _write in Scope:
+        for _share in SharePolicy:
+            access_policy_of(_read.value, _write.value, _share.value)
+
+
 @functools.lru_cache(maxsize=256)
 def _data_policy(max_retention_days: int | None, anonymization_supported: bool) -> DataPolicy:
     return DataPolicy(max_retention_days, anonymization_supported)
