@@ -2,8 +2,9 @@
 
 Each is ONE function beside the full path in :mod:`rotifer.memory.gene_memory`
 and does exactly what the full path does in the common case -- the same SQL
-statements in the same order, the same audit bytes appended before the commit
-(write-ahead), the same returned entry -- with less Python around it: no
+statements in the same order (a read: the same lookup, fewer columns), the same
+audit bytes appended before the commit (write-ahead), the same returned entry --
+with less Python around it: no
 ``Change`` object, no closure handed to ``MemoryStore.change``, no re-parsing
 of what the store decoded already, each timestamp, entry id and enum value
 read once, the audit line's dict and JSON built once.  Whenever the call is
