@@ -37,6 +37,7 @@ from .model import (
     MAX_QUERY_BYTES,
     MAX_VALUE_BYTES,
     UNSET,
+    AccessPolicy,
     Category,
     MemoryEntry,
     Scope,
@@ -263,11 +264,28 @@ def query_lean(view: GeneMemory, filter: object) -> list[MemoryEntry] | _Full:
         gene, domain = actor.gene_id, actor.domain
         total = 0
         append, policies, categories = found.append, _POLICIES, _CATEGORY
+        # The previous row's policy and category texts and what they decoded to:
+        # rows in a page mostly share them, and comparing texts costs less than
+        # hashing them afresh for the tables (each text is a new string); with
+        # an entry never updated taking its createdAt from its updatedAt, -5% of
+        # a query of 100 rows (CPU time, paired A/B in one process, load ~2).
+        last_read = last_write = last_share = last_cat_text = None
+        last_access: AccessPolicy | None = None
+        last_category: Category | None = None
         for scanned, (_, key, cat_text, value, created_by, creator_domain, last_by, created_us,
                       updated_us, read_text, write_text, share_text, retention_text,
                       expires_us, _) in enumerate(rows, 1):
-            access = policies.get((read_text, write_text, share_text))
-            category = categories.get(cat_text)
+            if read_text == last_read and write_text == last_write and share_text == last_share:
+                access = last_access
+            else:
+                access = policies.get((read_text, write_text, share_text))
+                last_read, last_write, last_share, last_access = (read_text, write_text,
+                                                                  share_text, access)
+            if cat_text == last_cat_text:
+                category = last_category
+            else:
+                category = categories.get(cat_text)
+                last_cat_text, last_category = cat_text, category
             if access is None or category is None or value.__class__ is not bytes or (
                     prefix and not key.startswith(prefix)):
                 return FULL  # unusual (or damaged): the full path decodes and says so
@@ -294,8 +312,10 @@ def query_lean(view: GeneMemory, filter: object) -> list[MemoryEntry] | _Full:
                 _set_value(entry, value)
                 _set_created_by(entry, created_by)
                 _set_last_accessed_by(entry, last_by)
-                _set_created_at(entry, format_time(created_us))
-                _set_updated_at(entry, format_time(updated_us))
+                updated_at = format_time(updated_us)
+                _set_created_at(entry, updated_at if created_us == updated_us
+                                else format_time(created_us))
+                _set_updated_at(entry, updated_at)
                 _set_access_policy(entry, access)
                 _set_retention_policy(entry, retention)
                 append(entry)
