@@ -13,7 +13,11 @@ LangGraph on its own file, same settings):
 - ``write_memory`` (an update), ``read_memory`` (by the writer) and
   ``query_memory({"keyPrefix": "q/", "limit": 100})`` on the lean paths, the
   same on the full paths (``MemoryStore.lean_paths`` off, the same store);
-- LangGraph ``put``/``get``/``search(ns, limit=100)``.
+- LangGraph ``put``/``get``/``search(ns, limit=100)``;
+- the floors of a read and a query (shown, not judged): the very statement the
+  lean path runs (``read_sql``; the first page of the ``q/`` prefix as
+  ``iter_newest_rows`` runs it), on a raw ``sqlite3`` connection to the same
+  file, its rows fetched and nothing built from them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 from pathlib import Path
 
 from rotifer.memory import AuditLog, MemoryStore
+from rotifer.memory.sqlite import SqliteBackend
 from rotifer.memory.sqlite.transaction import PUT_SQL, SqliteTransaction
 
 from . import memory, peer
@@ -59,6 +64,31 @@ def _floor_write(db: Path, log: AuditLog, agent: str, value: bytes):  # type: ig
         conn.execute(UPDATE_AGENT, (0, n + 1, n, head, agent))
         conn.execute("COMMIT")
     return write
+
+
+def _floor_read(db: Path, agent: str):  # type: ignore[no-untyped-def]
+    """The lean read's statement alone, on raw sqlite3."""
+    conn = memory.raw_connection(db)
+    sql = SqliteTransaction.sql.read
+    return lambda: conn.execute(sql, (1, "r/key", agent)).fetchone()
+
+
+def _floor_query(store: MemoryStore, db: Path, agent: str):  # type: ignore[no-untyped-def]
+    """The lean query's statements (the "has anything expired?" lookup and the
+    first page, as the store traced them) alone, on raw sqlite3."""
+    statements: list[str] = []
+    backend = store.backend
+    assert isinstance(backend, SqliteBackend)
+    store.lean_paths = True
+    mem = store.for_gene(agent, memory.GENE, memory.DOMAIN)
+    backend.conn.set_trace_callback(statements.append)
+    try:
+        mem.query_memory({"keyPrefix": "q/", "limit": 100})
+    finally:
+        backend.conn.set_trace_callback(None)
+    assert len(statements) == 2, statements  # the lookup and one page
+    conn = memory.raw_connection(db)
+    return lambda: [conn.execute(sql).fetchall() for sql in statements]
 
 
 def run_results(root: Path, settings: Settings) -> list[Result]:
@@ -125,21 +155,28 @@ def run_results(root: Path, settings: Settings) -> list[Result]:
                                       1 / r["put"]))
             if have_lg:
                 assert len(lg.search((*ns, "q"), limit=100)) == min(memory.QUERY_ROWS, entries)
-            ops = {"lean": lean(read), "full": full(read)}
+            db = root / "rotifer" / "playground.db"
+            ops = {"lean": lean(read), "full": full(read), "floor": _floor_read(db, agent)}
             if have_lg:
                 ops["get"] = lambda: lg.get((*ns, "r"), "key")  # noqa: B023
             t, r = compare_paired(ops, "lean", rounds=rounds, iters=settings.iters)
             results.append(Result(group, f"read_memory {label}, lean", t["lean"], t["full"],
                                   "the full path", "info", None, 1 / r["full"]))
+            results.append(Result(group, f"read_memory {label}, lean", t["lean"], t["floor"],
+                                  "floor: its statement on raw sqlite3", "info", None,
+                                  1 / r["floor"]))
             if have_lg:
                 results.append(Result(group, f"get / read_memory {label}, lean", t["lean"],
                                       t["get"], "get", "min", 1.35, 1 / r["get"]))
-            ops = {"lean": lean(query), "full": full(query)}
+            ops = {"lean": lean(query), "full": full(query), "floor": _floor_query(store, db, agent)}
             if have_lg:
                 ops["search"] = lambda: lg.search((*ns, "q"), limit=100)  # noqa: B023
             t, r = compare_paired(ops, "lean", rounds=rounds, iters=max(1, settings.iters // 4))
             results.append(Result(group, f"query_memory 100 × {label}, lean", t["lean"],
                                   t["full"], "the full path", "info", None, 1 / r["full"]))
+            results.append(Result(group, f"query_memory 100 × {label}, lean", t["lean"],
+                                  t["floor"], "floor: its statements on raw sqlite3", "info",
+                                  None, 1 / r["floor"]))
             if have_lg:
                 results.append(Result(group, f"search / query_memory 100 × {label}, lean",
                                       t["lean"], t["search"], "search", "min",

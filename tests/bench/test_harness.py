@@ -193,7 +193,9 @@ def test_the_lean_paths_table(tmp_path: Path) -> None:
     names = [(r.name, r.baseline_name) for r in results]
     assert ("write_memory 100 B (update), lean", "floor: same statements + same append") in names
     assert ("query_memory 100 × 100 B, lean", "the full path") in names
-    assert len(results) == (7 if peer.available() else 4)
+    assert ("read_memory 100 B, lean", "floor: its statement on raw sqlite3") in names
+    assert ("query_memory 100 × 100 B, lean", "floor: its statements on raw sqlite3") in names
+    assert len(results) == (9 if peer.available() else 6)
     assert all(r.paired is not None and r.ratio is not None for r in results)
 
 

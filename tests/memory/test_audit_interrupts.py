@@ -4,14 +4,16 @@ The defect: SIGINT landing between the ``flock`` and the ``try`` that releases
 it (or in the ``finally`` before the unlock) left the lock taken on a
 descriptor that stays open, and the next append through another descriptor --
 another process, or this one after the next store open -- waited for ever
-(tests/reliability/test_audit_truth.py hung that way).  Here a signal "lands"
-at every bytecode of an append, one append each: a trace function calls
-SIGINT's current handler there, as Python does when a real signal arrives,
-so a deferral that swapped the handler takes it as it would a real one.
+(tests/reliability/test_audit_truth.py hung that way); a trusted gene's
+deadline (SIGALRM) could do the same.  Here a signal "lands" at every point of
+an append where CPython runs pending signal handlers, one append each: a trace
+function calls the signal's current handler there, as Python does when a real
+signal arrives, so a deferral that swapped the handler takes it as a real one.
 """
 
 from __future__ import annotations
 
+import dis
 import fcntl
 import gc
 import os
@@ -21,7 +23,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,20 +40,36 @@ def _line(n: int) -> dict[str, Any]:
             "seq": n}
 
 
-def _interrupt_at(step: int, action: Callable[[], object]) -> tuple[int, bool]:
-    """Run ``action`` with SIGINT's handler called at its ``step``-th bytecode;
-    returns (bytecodes seen, whether KeyboardInterrupt came out)."""
+def _deadline(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # as a trusted gene's deadline raises (rotifer.genes.python)
+
+
+def _interrupt_at(step: int, action: Callable[[], object],
+                  sig: int = signal.SIGINT) -> tuple[int, bool]:
+    """Run ``action`` with ``sig``'s handler called at its ``step``-th point where
+    CPython may run a signal's handler: a function's start, just after a call
+    returns, a loop's jump back (where the interpreter checks for pending
+    signals); returns (points seen, whether KeyboardInterrupt came out)."""
     seen = 0
+    last: dict[int, str] = {}  # the frame's instruction before this one
 
     def trace(frame: types.FrameType, event: str, arg: object) -> Any:
         nonlocal seen
         frame.f_trace_opcodes = True
-        if event == "opcode":
-            seen += 1
-            if seen == step:
-                handler = signal.getsignal(signal.SIGINT)
-                assert callable(handler)
-                handler(signal.SIGINT, frame)
+        key = id(frame)
+        if event == "call":
+            last[key] = "RESUME"
+        elif event == "opcode":
+            before = last.get(key, "")
+            last[key] = dis.opname[frame.f_code.co_code[frame.f_lasti]]
+            if before in ("RESUME", "CALL", "JUMP_BACKWARD"):
+                seen += 1
+                if seen == step:
+                    handler = signal.getsignal(sig)
+                    assert callable(handler)
+                    handler(sig, frame)
+        elif event == "return":
+            last.pop(key, None)
         return trace
 
     gc.disable()  # a finalizer the collector runs meanwhile is not the append's code
@@ -77,10 +95,20 @@ def _lock_is_free(path: Path) -> bool:
         os.close(fd)
 
 
+@pytest.fixture
+def alarm_raises() -> Iterator[None]:
+    previous = signal.signal(signal.SIGALRM, _deadline)
+    yield
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.usefixtures("alarm_raises")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGALRM], ids=["SIGINT", "SIGALRM"])
 @pytest.mark.parametrize("kept", [True, False], ids=["kept-descriptor", "first-open"])
-def test_a_signal_at_every_bytecode_of_an_append_leaves_the_lock_free(
-        tmp_path: Path, kept: bool) -> None:
+def test_a_signal_at_every_point_of_an_append_leaves_the_lock_free(
+        tmp_path: Path, kept: bool, sig: int) -> None:
     path = tmp_path / "audit.jsonl"
+    handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)]
     AuditLog(path).write([_line(0)])
     total, _ = _interrupt_at(0, lambda: AuditLog(path).write([_line(0)]))
     n = 1
@@ -91,9 +119,11 @@ def test_a_signal_at_every_bytecode_of_an_append_leaves_the_lock_free(
             n += 1
             log.write([_line(n)])  # opened and kept: the next append reuses it
         n += 1
-        seen, raised = _interrupt_at(step, lambda: log.write([_line(n)]))  # noqa: B023
+        seen, raised = _interrupt_at(step, lambda: log.write([_line(n)]), sig)  # noqa: B023
         interrupted += raised
-        assert _lock_is_free(path), f"the lock stayed taken after a signal at bytecode {step}"
+        assert _lock_is_free(path), f"the lock stayed taken after a signal at point {step}"
+        assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)] \
+            == handlers, f"a handler was left swapped after a signal at point {step}"
         if seen < step:
             break
         log.close()  # as the store does at the end of a run
@@ -102,19 +132,32 @@ def test_a_signal_at_every_bytecode_of_an_append_leaves_the_lock_free(
     assert legacy == 0 and len(lines) >= 3
 
 
-def test_the_signal_comes_out_after_the_append_not_lost(tmp_path: Path) -> None:
+def test_no_signal_is_lost_and_one_held_back_comes_out_after_the_append(
+        tmp_path: Path) -> None:
+    """At every point, the append either did not happen or happened whole, and
+    the KeyboardInterrupt comes out either way: deferred, never dropped."""
     path = tmp_path / "audit.jsonl"
     log = AuditLog(path)
     log.write([_line(1)])
     total, _ = _interrupt_at(0, lambda: log.write([_line(2)]))
-    _, raised = _interrupt_at(total // 2, lambda: log.write([_line(3)]))
-    assert raised
-    assert [x.line["seq"] for x in read_chained(path)[0]] == [1, 2, 3]  # whole, then raised
+    written, n = 2, 2
+    after = 0
+    for step in range(1, total + 1):
+        n += 1
+        _, raised = _interrupt_at(step, lambda: log.write([_line(n)]))  # noqa: B023
+        assert raised, f"the signal at point {step} was lost"
+        seqs = [x.line["seq"] for x in read_chained(path)[0]]
+        if seqs[-1] == n:
+            written += 1
+            after += 1
+        assert len(seqs) == written
+    assert after > 10  # held back until the append was whole, then raised
 
 
 def test_ctrl_c_ends_a_wait_for_a_lock_another_process_holds(tmp_path: Path) -> None:
     """The deferral does not make a process deaf while another one holds the lock
     (one stopped with Ctrl-Z, say): the wait ends, and nothing is left locked."""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # else: a hang
     path = tmp_path / "audit.jsonl"
     AuditLog(path).write([_line(1)])
     holder = subprocess.Popen(

@@ -100,6 +100,10 @@ EXAMPLES = [
      ("query", "roomy", 1, {"limit": 1}), ("query", "roomy", 2, None),
      ("delete", "roomy", 1, "a/1"),
      _w("roomy", 3, "a/2", b"z"), ("read", "roomy", 3, "a/2", None)],
+    # lean: an entry with its own retention policy and access policy, read and queried
+    [_w("roomy", 0, "a/1", b"x", access=ALL_GENES, retention=ONE_DAY),
+     ("read", "roomy", 0, "a/1", None), ("query", "roomy", 0, {"keyPrefix": "a/"}),
+     ("read", "roomy", 0, "a/2", None), ("query", "roomy", 0, {"keyPrefix": "b/"})],
     # policies given, odd input
     [_w("roomy", 0, "a/1", b"x", retention=ONE_DAY), _w("roomy", 0, "a/1", b"x", access=ALL_GENES),
      ("odd", "roomy", "empty key"), ("odd", "roomy", "bytearray"), ("odd", "roomy", "category"),
@@ -188,6 +192,7 @@ def test_lean_and_full_paths_answer_log_and_store_alike(
     @example(ops=EXAMPLES[2])
     @example(ops=EXAMPLES[3])
     @example(ops=EXAMPLES[4])
+    @example(ops=EXAMPLES[5])
     def run(ops: list[tuple[Any, ...]]) -> None:
         n = next(names)
         clock = ManualClock("2026-03-01T12:00:00Z")
@@ -215,6 +220,33 @@ def test_lean_and_full_paths_answer_log_and_store_alike(
     # Both ways of every path were taken (the fallbacks included).
     for path in ("write", "read", "query"):
         assert ways[f"{path} lean"] > 0 and ways[f"{path} full"] > 0, ways
+
+
+def test_stored_policies_are_answered_by_the_lean_read_and_query(
+        store_factory: StoreFactory, tmp_path: Path, backend: str, ways: Counter[str]) -> None:
+    """The lean read and query decode a stored retention policy and a non-default
+    access policy themselves (``retention_of``, the policy table) instead of
+    handing them to the full path, and answer what the full path answers."""
+    answers = []
+    for way in ("lean", "full"):
+        clock = ManualClock("2026-03-01T12:00:00Z")  # the same times on both stores
+        store = store_factory(tmp_path / way, clock=clock, name=way)
+        store.lean_paths = way == "lean"
+        try:
+            store.create_agent("roomy")
+            memory = store.for_gene("roomy", *GENES[0])
+            memory.write_memory("a/1", b"x", "CACHE", ALL_GENES, ONE_DAY)
+            memory.write_memory("a/2", b"y", "PATTERN", CREATOR_ONLY, None)
+            answers.append([outcome(lambda m=memory: m.read_memory("a/1")),
+                            outcome(lambda m=memory: m.read_memory("a/2")),
+                            outcome(lambda m=memory: m.query_memory({"keyPrefix": "a/"}))])
+        finally:
+            store.close()
+    assert answers[0] == answers[1]
+    assert answers[0][0]["retentionPolicy"] == ONE_DAY
+    assert answers[0][0]["accessPolicy"] == ALL_GENES
+    assert ways["read lean"] == 2 and ways["query lean"] == 1, ways
+    assert ways["read full"] == 0 and ways["query full"] == 0, ways
 
 
 def test_postgres_takes_the_full_paths(store_factory: StoreFactory, tmp_path: Path,

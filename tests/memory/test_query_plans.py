@@ -117,7 +117,10 @@ def test_sqlite_dense_prefix_is_served_by_the_recency_index(tmp_path: Path) -> N
     # the key index (every matching row, sorted) is not touched.
     assert any("memory_entries_recent" in step for step in plan), plan
     assert not any("autoindex" in step for step in plan), plan
-    assert "LIMIT 40" in page
+    assert not any("TEMP B-TREE" in step for step in plan), plan
+    _assert_sorts_row_ids_only(plan)
+    assert "LIMIT 40) AS w CROSS JOIN" in page
+    assert page.endswith("LIMIT 10")  # it stops at the page's last match
     store.close()
 
 
@@ -131,8 +134,19 @@ def test_sqlite_rare_prefix_takes_the_key_range(tmp_path: Path) -> None:
     _, by_key = traced.pages()  # no q/ among the newest 16: the range answers
     assert any("autoindex" in step and "key>? AND key<?" in step
                for step in traced.plan(by_key)), traced.plan(by_key)
-    assert by_key.endswith("LIMIT 4")
+    assert "LIMIT 4) AS w CROSS JOIN" in by_key
+    _assert_sorts_row_ids_only(traced.plan(by_key))
     store.close()
+
+
+def _assert_sorts_row_ids_only(plan: list[str]) -> None:
+    """A prefix page's plan: its row ids picked in a subquery (a co-routine or a
+    materialized one; any sort is of row ids and times), then the rows read by
+    row id in that order, the subquery the outer loop -- no sort of whole rows
+    after the join, whose order would otherwise be the subquery's only by chance."""
+    scan = next(i for i, step in enumerate(plan) if step.startswith("SCAN w"))
+    assert plan[scan + 1].startswith("SEARCH e USING INTEGER PRIMARY KEY"), plan
+    assert len(plan) == scan + 2, plan  # nothing (no TEMP B-TREE) after the join
 
 
 def test_sqlite_many_old_matches_are_found_by_a_wider_probe(tmp_path: Path) -> None:

@@ -143,11 +143,11 @@ class Transaction(Protocol):
         """
         ...
 
-    def lookup_entry(self, agent_id: str, key: str, now_us: int
-                     ) -> tuple[bool, Row | None] | None:
-        """:meth:`lookup` without the agent's record: (expired?, the entry)."""
-        opened = self.lookup(agent_id, key, now_us)
-        return None if opened is None else opened[1:]
+    def read_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
+        """:meth:`lookup` for the lean read, undecoded: "has anything expired?",
+        then the entry's ``READ_COLUMNS`` as stored (:mod:`rotifer.memory.sql_text`;
+        all ``None``: no such entry); ``None``: no such agent."""
+        ...
 
     def put(self, row: Row) -> None:
         """Insert the row, or replace the one with the same (agent, key)."""
@@ -214,6 +214,27 @@ class Transaction(Protocol):
         newest ten asks for ``first=10``, and the first statement then costs
         what ten rows cost however many match.
         """
+        ...
+
+    def iter_newest_rows(
+        self,
+        agent_id: str,
+        *,
+        category: Category | None = None,
+        key_prefix: str | None = None,
+        since_us: int | None = None,
+        until_us: int | None = None,
+        first: int = NEWEST_PAGE,
+    ) -> Iterator[tuple[Any, ...]]:
+        """:meth:`iter_newest`'s rows as stored, not decoded (the SQL backends'
+        ``ROW_COLUMNS`` order, the retention as :meth:`retention_of` takes it):
+        for the lean query (:mod:`rotifer.memory.lean`), which decodes only what
+        an entry needs and hands anything unusual to the full path."""
+        ...
+
+    def retention_of(self, stored: Any) -> RetentionPolicy:
+        """A stored, non-null retention policy (as :meth:`iter_newest_rows` gives it)
+        decoded; raises on one that is not a policy."""
         ...
 
     def iter_by_key(self, agent_id: str, *, category: Category | None = None,
@@ -297,6 +318,16 @@ class Backend(Protocol):
         line); the one statement through it that writes is a read's
         ``touch_if``, which notes the reader in lastAccessedBy.
         """
+        ...
+
+    def peek_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
+        """:meth:`Transaction.read_entry` through :meth:`peek`: the lean read's one
+        statement (a backend may run it with less ceremony than a context manager)."""
+        with self.peek() as tx:
+            return tx.read_entry(agent_id, key, now_us)
+
+    def retention_of(self, stored: Any) -> RetentionPolicy:
+        """:meth:`Transaction.retention_of`, for what :meth:`peek_entry` returns."""
         ...
 
     def write(self, agent_id: str | None) -> AbstractContextManager[Transaction]:

@@ -27,7 +27,7 @@ _CATEGORIES: dict[object, Category] = {c.value: c for c in Category}
 _POLICIES: dict[tuple[str, str, str], AccessPolicy] = {}
 
 
-def _policy(read: str, write: str, share: str) -> AccessPolicy:
+def access_policy_of(read: str, write: str, share: str) -> AccessPolicy:
     key = (read, write, share)
     policy = _POLICIES.get(key)
     if policy is None:
@@ -35,6 +35,16 @@ def _policy(read: str, write: str, share: str) -> AccessPolicy:
         if len(_POLICIES) < 256:  # only valid combinations get here; there are 48
             _POLICIES[key] = policy
     return policy
+
+
+# Every valid combination, made once here: the lean paths (rotifer.memory.lean)
+# look policies up in this table and hand a miss to the full path, so without
+# this the first read or query of each combination in a process would go the
+# full way.
+for _read in Scope:
+    for _write in Scope:
+        for _share in SharePolicy:
+            access_policy_of(_read.value, _write.value, _share.value)
 
 
 @functools.lru_cache(maxsize=256)
@@ -74,7 +84,7 @@ def decode_row(r: tuple[Any, ...], retention: Callable[[Any], RetentionPolicy]) 
         # access, retention, expires_us, seq.
         return new_row(
             r[0], r[1], _CATEGORIES[r[2]], _blob(r[3]), r[4], r[5], r[6], r[7], r[8],
-            _policy(r[9], r[10], r[11]), None if r[12] is None else retention(r[12]),
+            access_policy_of(r[9], r[10], r[11]), None if r[12] is None else retention(r[12]),
             r[13], r[14],
         )
     except _UNREADABLE as exc:

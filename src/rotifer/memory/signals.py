@@ -14,8 +14,9 @@ the usual handler raises (Ctrl-C's ``KeyboardInterrupt``, the CLI's
 - ``shutil.rmtree`` closing a descriptor twice, when it lands between its
   ``os.close(fd)`` and the flag recording it; a gene's child not yet killed.
 
-So inside :class:`signals_deferred` the stop signals are only recorded, and
-their handlers run once it ends, as they would have.  One part may take them
+So inside :class:`signals_deferred` the stop signals (and SIGALRM, a trusted
+gene's deadline) are only recorded, and their handlers run once it ends, as
+they would have.  One part may take them
 at once: waiting for a lock another process holds (:meth:`Deferral.waiting`),
 so Ctrl-C still ends a process stuck behind a stopped one.
 """
@@ -35,6 +36,11 @@ from typing import Any
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
                      if hasattr(signal, name))
 
+#: What :class:`signals_deferred` holds back: the stop signals and SIGALRM, which
+#: rotifer.genes.python raises a trusted gene's deadline with.
+DEFERRED_SIGNALS = STOP_SIGNALS + tuple(
+    getattr(signal, name) for name in ("SIGALRM",) if hasattr(signal, name))
+
 Handler = Callable[[int, types.FrameType | None], Any]
 
 # signal's C half, without signal.signal's enum conversions: ~0.35 us a call
@@ -44,7 +50,8 @@ _setsignal: Callable[[int, object], object] = _signal.signal
 
 
 class signals_deferred:
-    """Record the stop signals that come meanwhile; then run their handlers.
+    """Record the signals of :data:`DEFERRED_SIGNALS` that come meanwhile; then
+    run their handlers.
 
     Only the main thread runs Python's signal handlers, so elsewhere this does
     nothing (nothing can be raised there).  A handler that was not Python's
@@ -71,7 +78,7 @@ class signals_deferred:
         if threading.current_thread() is not threading.main_thread():
             return self
         try:
-            for sig in STOP_SIGNALS:
+            for sig in DEFERRED_SIGNALS:
                 handler = _getsignal(sig)
                 if callable(handler):
                     self._previous[sig] = handler
@@ -87,11 +94,28 @@ class signals_deferred:
     def _end(self) -> None:
         self.live = False
         try:
-            _restore(list(self._previous.items()), self._record)
+            self._restore()
         finally:
             caught, self._caught = self._caught, []
             for signum, frame in caught:
                 self._previous[signum](signum, frame)
+
+    def _restore(self) -> None:
+        """Put each handler back (one put there meanwhile stays).  A signal whose
+        handler is back may run it at the next check (after a call returns, at a
+        loop's jump back): if that raises, the ``finally`` puts the rest back,
+        so no handler is left as ``_record`` (one frame, no call in between)."""
+        items = list(self._previous.items())
+        done = 0
+        try:
+            for sig, handler in items:
+                if _getsignal(sig) == self._record:
+                    _setsignal(sig, handler)
+                done += 1
+        finally:
+            for sig, handler in items[done:]:
+                if _getsignal(sig) == self._record:
+                    _setsignal(sig, handler)
 
     def waiting(self) -> _Waiting:
         """``with deferral.waiting(): fcntl.flock(fd, LOCK_EX)``: a stop signal
@@ -112,16 +136,3 @@ class _Waiting:
 
     def __exit__(self, *exc: object) -> None:
         self._deferral.live = False
-
-
-def _restore(pending: list[tuple[int, Handler]], record: Handler) -> None:
-    """Put each handler back (one put there meanwhile stays); a handler that
-    raises as its signal is restored does not leave the others as ``record``."""
-    if not pending:
-        return
-    (sig, handler), rest = pending[0], pending[1:]
-    try:
-        if _getsignal(sig) == record:
-            _setsignal(sig, handler)
-    finally:
-        _restore(rest, record)

@@ -11,11 +11,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from typing import Any
 
 import psycopg
 
 from ..backend import Backend
 from ..errors import AgentMemoryError, storage
+from ..model import RetentionPolicy
 from . import schema
 from .connection import BEGIN_ATTEMPTS, MAX_IDLE, Connection, Connections, retryable
 from .rows import storable
@@ -254,6 +256,10 @@ class PostgresBackend(Backend):
     def write(self, agent_id: str | None) -> Iterator[PostgresTransaction]:
         with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED", agent_id) as tx:
             yield tx
+
+    @staticmethod
+    def retention_of(stored: Any) -> RetentionPolicy:
+        return RetentionPolicy.parse(stored)  # jsonb arrives parsed
 
     @contextmanager
     def peek(self) -> Iterator[PostgresTransaction]:

@@ -9,14 +9,17 @@ import time
 from contextlib import AbstractContextManager, nullcontext, suppress
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 from urllib.parse import quote
 
 from ..backend import Backend
 from ..errors import AgentMemoryError, storage
+from .rows import parse_retention
 from .schema import SCHEMA_VERSION, STEPS, present_version
 from .transaction import SqliteTransaction
 
 BUSY_TIMEOUT_S = 30.0
+_READ_SQL = SqliteTransaction.sql.read
 
 
 #: SQLite's primary result codes that mean "another connection holds a lock":
@@ -162,6 +165,26 @@ class SqliteBackend(Backend):
     def peek(self) -> _Peek:
         """Single statements, each atomic on its own: the cheapest point read."""
         return _Peek(self)
+
+    def peek_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
+        """What ``with self.peek() as tx: tx.read_entry(...)`` does, in one frame:
+        the lock, a transaction an interrupt left open rolled back, the statement,
+        its error as MEMORY_STORAGE_ERROR.  A read's context manager (two calls
+        and an object) and the transaction object cost ~1.5 µs of a ~20 µs read."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self.conn.in_transaction:
+                self._abandoned()
+            row: tuple[Any, ...] | None = self.conn.execute(
+                _READ_SQL, (now_us, key, agent_id)).fetchone()
+            return row
+        except sqlite3.Error as exc:
+            raise storage(f"memory store failed: {exc}") from exc
+        finally:
+            lock.release()
+
+    retention_of = staticmethod(parse_retention)
 
     def long_running(self) -> AbstractContextManager[None]:
         """Nothing to change: SQLite bounds only lock waits (the busy timeout)."""

@@ -18,7 +18,7 @@ def retention_to_text(policy: RetentionPolicy | None) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _parse_retention(text: str) -> RetentionPolicy:
+def parse_retention(text: str) -> RetentionPolicy:
     """Stored retention policies repeat; parse each text once (they are immutable)."""
     return RetentionPolicy.parse(json.loads(text))
 
@@ -28,4 +28,4 @@ def row_params(row: Row) -> tuple[Any, ...]:
 
 
 #: A partial, not a wrapper function: a query decodes one row per entry.
-make_row = functools.partial(decode_row, retention=_parse_retention)
+make_row = functools.partial(decode_row, retention=parse_retention)
