@@ -267,7 +267,10 @@ class Channel:
     def send(self, message: dict[str, Any]) -> None:
         # ASCII JSON: a reply may quote a lone surrogate a gene sent (an error
         # message naming its key), which UTF-8 cannot carry; as an escape it can.
-        data = (_ENCODE(message) + "\n").encode("ascii")
+        self.send_line((_ENCODE(message) + "\n").encode("ascii"))
+
+    def send_line(self, data: bytes) -> None:
+        """Send one message already encoded (ASCII JSON and its newline)."""
         view = memoryview(data)
         while True:
             try:
@@ -307,14 +310,14 @@ class Channel:
                              "that is not JSON")
         return message
 
-    def converse(self, reply: Callable[[dict[str, Any]], dict[str, Any]],
+    def converse(self, reply: Callable[[dict[str, Any]], dict[str, Any] | bytes],
                  error: Callable[[dict[str, Any]], BaseException],
                  log: Callable[[str], None] | None = None,
                  other: Callable[[str, dict[str, Any]], bool] | None = None) -> Any:
         """Serve the child's messages until it sends its result, and return that.
 
         The same exchange for a Python and a Node gene: a ``call`` is answered
-        with ``reply(message)``, a ``log`` line goes to ``log``, ``error``
+        with ``reply(message)`` (an object, or a line already encoded), a ``log`` line goes to ``log``, ``error``
         makes the exception to raise, a result that is a lone
         ``__rotifer_error`` is raised as the gene's rejection; ``other`` may
         take a kind of message of its own (True when it did)."""
@@ -322,7 +325,11 @@ class Channel:
             message = self.receive()
             kind = message.get("type")
             if kind == "call":
-                self.send(reply(message))
+                answer = reply(message)  # bytes: a line built already
+                if isinstance(answer, bytes):
+                    self.send_line(answer)
+                else:
+                    self.send(answer)
             elif kind == "log":
                 if log is not None:
                     log(str(message.get("line", "")))

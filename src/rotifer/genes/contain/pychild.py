@@ -24,6 +24,7 @@ import json
 import os
 import select
 import sys
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene
 from rotifer.genes.python import GeneInfo, run_in_process
 from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, Category, MemoryEntry
 from rotifer.memory.model import stored_entry
+from rotifer.memory.rows import access_policy_of
 
 from .spin import Spinner
 
@@ -93,6 +95,43 @@ def _entry(doc: Any) -> MemoryEntry:
                         created_at, updated_at, policy, None)
 
 
+def _compact(doc: list[Any], key: str, value: bytes | None) -> MemoryEntry:
+    """The entry of a read's or write's reply in the parent's short form
+    (python_host._entry_line: an array of the fields, without the key, and a
+    write's without the value): 2.5 -> ~1.5 us, and its line decodes faster."""
+    entry_id, category, encoded, created_by, last_accessed_by, created_at, updated_at, \
+        read, write, share = doc
+    if encoded is not None:
+        value = binascii.a2b_base64(encoded)
+    elif value is None:  # pragma: no cover - the parent answers a write only with its value sent
+        raise RuntimeError("the bridge answered without the entry's value")
+    return stored_entry(entry_id, _CATEGORIES[category], key, value, created_by,
+                        last_accessed_by, created_at, updated_at,
+                        access_policy_of(read, write, share), None)
+
+
+def _as_received(sent: Any) -> Any:
+    """A call argument as the parent decoded it (a ``str`` subclass: a plain ``str``)."""
+    return sent if type(sent) is str else _DECODE(_ENCODE(sent))
+
+
+def _bytes_sent(sent: Any) -> bytes | None:
+    """The bytes an argument ``_arg`` encoded carried to the parent, if any."""
+    if isinstance(sent, dict) and type(got := sent.get("$bytes")) is str:
+        return base64.b64decode(got)
+    return None
+
+
+#: What the encoder makes of a string: quoted, escaped to ASCII.
+_quote = encode_basestring_ascii
+#: The usual write (a ``str`` key, ``bytes``, a category, no policy given) and
+#: read (no category) as a line from a template, not a dict of ``_arg``s
+#: through the encoder: a write's request 6.7 -> ~1.5 us.
+_WRITE_LINE = ('{"type":"call","op":"write","args":{"key":%s,"value":{"$bytes":"%s"},'
+               '"category":%s,"accessPolicy":null}}\n')
+_READ_LINE = '{"type":"call","op":"read","args":{"key":%s,"category":null}}\n'
+
+
 class _Pipe:
     """The child's end of the bridge.  A reply is read with
     :class:`~rotifer.genes.contain.spin.Spinner` first (the parent often
@@ -117,7 +156,10 @@ class _Pipe:
         return os.read(self.in_fd, 1 << 16)
 
     def send(self, message: dict[str, Any]) -> None:
-        data = memoryview((_ENCODE(message) + "\n").encode())
+        self.send_line((_ENCODE(message) + "\n").encode())
+
+    def send_line(self, line: bytes) -> None:
+        data = memoryview(line)
         while data:
             data = data[os.write(self.out_fd, data):]
 
@@ -146,24 +188,45 @@ class BridgeMemory:
     def __init__(self, pipe: _Pipe) -> None:
         self._pipe = pipe
 
-    def _call(self, op: str, args: dict[str, Any]) -> Any:
-        self._pipe.send({"type": "call", "op": op, "args": args})
+    def _ask(self, line: bytes) -> Any:
+        self._pipe.send_line(line)
         reply = self._pipe.receive()
         if "error" in reply:
             raise AgentMemoryError(reply["error"]["code"], reply["error"]["message"])
         return reply["ok"]
 
+    def _call(self, op: str, args: dict[str, Any]) -> Any:
+        return self._ask((_ENCODE({"type": "call", "op": op, "args": args}) + "\n").encode())
+
     def read_memory(self, key: str, category: Any = None) -> MemoryEntry | None:
-        doc = self._call("read", {"key": _arg(key), "category": _arg(category)})
-        return None if doc is None else _entry(doc)
+        if type(key) is str and category is None:
+            doc = self._ask((_READ_LINE % _quote(key)).encode())
+        else:
+            sent = _arg(key)
+            doc = self._call("read", {"key": sent, "category": _arg(category)})
+            key = _as_received(sent)
+        if doc is None:
+            return None
+        return _compact(doc, key, None) if type(doc) is list else _entry(doc)
 
     def write_memory(self, key: str, value: bytes, category: Any,
                      access_policy: Any = None, retention_policy: Any = UNSET) -> MemoryEntry:
-        args = {"key": _arg(key), "value": _arg(value), "category": _arg(category),
-                "accessPolicy": _arg(access_policy)}
-        if retention_policy is not UNSET:
-            args["retentionPolicy"] = _arg(retention_policy)
-        return _entry(self._call("write", args))
+        if (type(key) is str and type(value) is bytes and access_policy is None
+                and retention_policy is UNSET
+                and (type(category) is str or type(category) is Category)):
+            doc = self._ask((_WRITE_LINE % (
+                _quote(key), binascii.b2a_base64(value, newline=False).decode("ascii"),
+                _quote(category.value if type(category) is Category else category))).encode())
+            data: bytes | None = value
+        else:
+            args = {"key": _arg(key), "value": _arg(value), "category": _arg(category),
+                    "accessPolicy": _arg(access_policy)}
+            if retention_policy is not UNSET:
+                args["retentionPolicy"] = _arg(retention_policy)
+            doc = self._call("write", args)
+            key, data = _as_received(args["key"]), _bytes_sent(args["value"])
+        # The parent's short reply leaves the value out: it is what was sent.
+        return _compact(doc, key, data) if type(doc) is list else _entry(doc)
 
     def query_memory(self, filter: Any = None) -> list[MemoryEntry]:
         return [_entry(d) for d in self._call("query", {"filter": _arg(filter)})]

@@ -10,13 +10,14 @@ store's pages, the environment and open descriptors into the gene's reach).
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import sys
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable, InvalidGene
-from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess
+from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, GeneMemoryAccess, MemoryEntry
 
 from .channel import Channel, Child
 from .forkserver import server
@@ -35,10 +36,15 @@ def _decode(doc: Any) -> Any:
     """Inverse of the child's ``_arg``: ``$bytes`` back to bytes, ``$type`` to a
     stand-in of that type's name (so the store names it in its refusal)."""
     if isinstance(doc, dict):
-        if set(doc) == {"$bytes"} and isinstance(doc["$bytes"], str):
-            return base64.b64decode(doc["$bytes"])
-        if set(doc) == {"$type"} and isinstance(doc["$type"], str):
-            return type(doc["$type"], (), {})()
+        # One-key objects tested by size first, not ``set(doc) == {...}`` (a
+        # set built for every argument), and base64 decoded by binascii at
+        # once (``b64decode`` without ``validate`` is exactly this call):
+        # a write's four arguments 1.4 -> 0.6 us.
+        if len(doc) == 1:
+            if type(got := doc.get("$bytes")) is str:
+                return binascii.a2b_base64(got)
+            if type(got := doc.get("$type")) is str:
+                return type(got, (), {})()
         return {k: _decode(v) for k, v in doc.items()}
     if isinstance(doc, list):
         return [_decode(v) for v in doc]
@@ -65,13 +71,73 @@ def serve(memory: GeneMemoryAccess, op: object, args: object) -> Any:
     raise TypeError(f"unknown memory call {op!r}")
 
 
-def _reply(memory: GeneMemoryAccess, message: dict[str, Any]) -> dict[str, Any]:
+#: An entry a read or write returns, answered as one line built from a
+#: template instead of ``{"ok": entry.to_json()}`` through the encoder: a
+#: JSON array of the fields in this order, without the key (the child asked
+#: for it) and, for a write, without the value (``null``: the child sent it).
+#: Building it 5.8 -> 1.4 us, and the child decodes an array of strings
+#: faster than the object.  An entry with a retention policy goes as the
+#: full object (``_reply``'s other path); pychild._compact reads this.
+_ENTRY_LINE = '{"ok":[%s,"%s",%s,%s,%s,%s,%s,%s]}\n'
+_quote = encode_basestring_ascii
+#: The three scopes of an access policy as JSON, by the policy object (the
+#: store hands out one shared object per combination: memory/rows.py), so
+#: the enums' ``value`` properties are read once: ~0.6 us an entry.
+_POLICY_JSON: dict[int, tuple[AccessPolicy, str]] = {}
+
+
+def _policy_json(policy: AccessPolicy) -> str:
+    got = _POLICY_JSON.get(id(policy))
+    if got is not None and got[0] is policy:
+        return got[1]
+    text = (f'"{policy.read_scope.value}","{policy.write_scope.value}",'
+            f'"{policy.share_policy.value}"')
+    if len(_POLICY_JSON) >= 256:  # at most 48 combinations, unless copies
+        _POLICY_JSON.clear()
+    _POLICY_JSON[id(policy)] = (policy, text)  # kept alive: its id stays its own
+    return text
+
+
+def _entry_line(entry: MemoryEntry, with_value: bool) -> bytes | None:
+    """The reply carrying ``entry`` (see :data:`_ENTRY_LINE`); None when it has
+    a retention policy (then it goes as the full object)."""
+    if entry.retention_policy is not None:
+        return None
+    value = ('"' + binascii.b2a_base64(entry.value, newline=False).decode("ascii") + '"'
+             if with_value else "null")
+    return (_ENTRY_LINE % (
+        _quote(entry.entry_id), entry.category.value, value, _quote(entry.created_by),
+        _quote(entry.last_accessed_by), _quote(entry.created_at), _quote(entry.updated_at),
+        _policy_json(entry.access_policy))).encode("ascii")
+
+
+def _reply(memory: GeneMemoryAccess, message: dict[str, Any]) -> dict[str, Any] | bytes:
     try:
-        return {"ok": serve(memory, message.get("op"), message.get("args"))}
+        op, args = message.get("op"), message.get("args")
+        # A read or a write of the usual shape is answered with a line built
+        # at once (_entry_line); anything else as before, through ``serve``.
+        if type(args) is dict and (op == "write" or op == "read"):
+            a = {k: _decode(v) for k, v in args.items()}
+            if op == "write":
+                entry: MemoryEntry | None = memory.write_memory(
+                    a.get("key"), a.get("value"), a.get("category"),  # type: ignore[arg-type]
+                    a.get("accessPolicy"), a.get("retentionPolicy", UNSET))
+            else:
+                entry = memory.read_memory(a.get("key"), a.get("category"))  # type: ignore[arg-type]
+                if entry is None:
+                    return _NOTHING
+            assert entry is not None
+            line = _entry_line(entry, op == "read")
+            return {"ok": entry.to_json()} if line is None else line
+        return {"ok": serve(memory, op, args)}
     except AgentMemoryError as exc:
         return {"error": exc.to_json()}
     except (TypeError, ValueError, AttributeError) as exc:  # arguments of the wrong shape
         return {"error": {"code": "MEMORY_INVALID_INPUT", "message": str(exc)}}
+
+
+#: A read that found nothing.
+_NOTHING = b'{"ok":null}\n'
 
 
 def _error(gene: Gene, message: dict[str, Any]) -> BaseException:
