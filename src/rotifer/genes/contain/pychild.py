@@ -7,7 +7,9 @@ and serves ``ctx.memory``'s four synchronous calls by asking the parent.
 Protocol (one JSON object a line; the child reads descriptor 3 and writes 4,
 and ``sys.argv`` ends with those two numbers as a fresh ``python -c`` would):
 parent -> child ``{"type": "start", ...}``, then one ``{"ok": ...}`` or
-``{"error": {"code", "message"}}`` per call; child -> parent ``{"type":
+``{"error": {"code", "message"}}`` per call (a read's or write's entry
+usually in a short form, an array without the key and a write's value:
+:func:`_compact`); child -> parent ``{"type":
 "ready"}``, ``{"type": "call", "op", "args"}``, ``{"type": "log", "line"}``, and
 last ``{"type": "result", "output"}`` or ``{"type": "error", "kind", ...}``.
 Arguments cross as JSON, bytes as ``{"$bytes": base64}``, anything else as
