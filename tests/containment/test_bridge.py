@@ -121,3 +121,23 @@ def test_an_odd_entry_is_from_json_s_too(change: dict[str, object]) -> None:
         assert str(got.value) == str(exc)
     else:
         assert _entry(doc) == expected
+
+
+def test_large_messages_both_ways_and_lines_split_across_reads(tmp_path: Path) -> None:
+    """A 24 MiB result, a 1 MiB write (base64: 1.3 MiB each way) and many small calls on one pipe: every
+    message whole, whatever the reads cut it into (the parent's buffer takes
+    each chunk once; before, it searched and copied all it held at every read,
+    6.2 s for one 32 MiB message -- docs/benchmarks.md, "Containment")."""
+    code = ("def express(input, ctx):\n"
+            "    for i in range(200):\n"
+            "        ctx.memory.write_memory('b/k%d' % (i % 7), b'v' * (i % 50), 'CACHE')\n"
+            "    ctx.memory.write_memory('b/big', b'w' * (1 << 20), 'CACHE')\n"
+            "    assert ctx.memory.read_memory('b/big').value == b'w' * (1 << 20)\n"
+            "    return {'text': 'x' * (24 << 20), 'n': 200}\n")
+    gene = _gene(tmp_path, "big", code)
+    with MemoryStore.open(tmp_path / ".rotifer") as store:
+        store.create_agent("a", 1 << 30)
+        memory = store.for_gene("a", gene.v2_id, gene.domain)
+        result = express(gene, None, memory, deadline_s=300, grant=CONTAINED)
+        assert result == {"text": "x" * (24 << 20), "n": 200}
+        assert memory.read_memory("b/big").value == b"w" * (1 << 20)  # type: ignore[union-attr]
