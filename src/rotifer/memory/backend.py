@@ -227,14 +227,9 @@ class Transaction(Protocol):
         first: int = NEWEST_PAGE,
     ) -> Iterator[tuple[Any, ...]]:
         """:meth:`iter_newest`'s rows as stored, not decoded (the SQL backends'
-        ``ROW_COLUMNS`` order, the retention as :meth:`retention_of` takes it):
+        ``ROW_COLUMNS`` order, the retention as :meth:`Backend.retention_of` takes it):
         for the lean query (:mod:`rotifer.memory.lean`), which decodes only what
         an entry needs and hands anything unusual to the full path."""
-        ...
-
-    def retention_of(self, stored: Any) -> RetentionPolicy:
-        """A stored, non-null retention policy (as :meth:`iter_newest_rows` gives it)
-        decoded; raises on one that is not a policy."""
         ...
 
     def iter_by_key(self, agent_id: str, *, category: Category | None = None,
@@ -327,7 +322,9 @@ class Backend(Protocol):
             return tx.read_entry(agent_id, key, now_us)
 
     def retention_of(self, stored: Any) -> RetentionPolicy:
-        """:meth:`Transaction.retention_of`, for what :meth:`peek_entry` returns."""
+        """A stored, non-null retention policy (as :meth:`peek_entry` and
+        :meth:`Transaction.iter_newest_rows` give it) decoded; raises on one
+        that is not a policy."""
         ...
 
     def write(self, agent_id: str | None) -> AbstractContextManager[Transaction]:

@@ -264,6 +264,7 @@ def query_lean(view: GeneMemory, filter: object) -> list[MemoryEntry] | _Full:
         gene, domain = actor.gene_id, actor.domain
         total = 0
         append, policies, categories = found.append, _POLICIES, _CATEGORY
+        retention_of = store.backend.retention_of
         # The previous row's policy and category texts and what they decoded to:
         # rows in a page mostly share them, and comparing texts costs less than
         # hashing them afresh for the tables (each text is a new string); with
@@ -293,7 +294,7 @@ def query_lean(view: GeneMemory, filter: object) -> list[MemoryEntry] | _Full:
                 retention = None
             else:
                 try:
-                    retention = tx.retention_of(retention_text)
+                    retention = retention_of(retention_text)
                 except _UNREADABLE:
                     return FULL
             scope = access.read_scope

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar, NamedTuple
 
 from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
-from .model import Category, RetentionPolicy
+from .model import Category
 from .rows import decode_agent, decode_brief
 from .sql_text import (
     AGENT_COLUMNS,
@@ -229,10 +229,6 @@ class SqlTransaction(Transaction):
                                  since_us, until_us)
         return pages(self._all, sql, params, self.sql.newest_after, newest_position,
                      min(first, NEWEST_PAGE))
-
-    @staticmethod
-    def retention_of(stored: Any) -> RetentionPolicy:
-        raise NotImplementedError
 
     def iter_by_key(self, agent_id: str, *, category: Category | None = None,
                     after: str | None = None, first: int = NEWEST_PAGE) -> Iterator[Row]:

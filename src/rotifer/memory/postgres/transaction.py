@@ -35,7 +35,6 @@ import psycopg
 from ..backend import AgentRecord, Row
 from ..clock import Clock
 from ..errors import storage
-from ..model import RetentionPolicy
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, put_sql
 from ..sql_transaction import LOOKUP_EXPIRY_AT, SqlTransaction, Statements
 from .rows import make_row, row_params, storable
@@ -112,10 +111,6 @@ class PostgresTransaction(SqlTransaction):
     contains_sql = "strpos(lower(key), %s) > 0"
     checks_text = True  # no NUL, no lone surrogate in a PostgreSQL text column
     _storable = staticmethod(storable)
-
-    @staticmethod
-    def retention_of(stored: Any) -> RetentionPolicy:
-        return RetentionPolicy.parse(stored)  # jsonb arrives parsed
 
     def __init__(self, conn: Connection | None,
                  watch: tuple[Callable[[], None], Callable[[], None]] | None = None,

@@ -12,7 +12,7 @@ from ..errors import storage
 from ..model import Category
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, newest_sql, prefix_upper_bound, put_sql
 from ..sql_transaction import SqlTransaction, Statements, newest_position
-from .rows import make_row, parse_retention, row_params
+from .rows import make_row, row_params
 
 _new_brief = tuple.__new__
 
@@ -46,7 +46,6 @@ class SqliteTransaction(SqlTransaction):
 
     sql = Statements.using("?")
     make_row = staticmethod(make_row)
-    retention_of = staticmethod(parse_retention)
     contains_sql = "instr(lower(key), ?) > 0"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
