@@ -52,19 +52,18 @@ def _decode(doc: Any) -> Any:
 
 
 def serve(memory: GeneMemoryAccess, op: object, args: object) -> Any:
-    """Carry out one memory call; its JSON result."""
+    """Carry out one memory call; the store's answer (an entry, a list of
+    entries, or None), which :func:`_reply` puts into the reply."""
     if not isinstance(args, dict):
         raise TypeError("a memory call's arguments must be an object")
     a = {k: _decode(v) for k, v in args.items()}
     if op == "read":
-        entry = memory.read_memory(a.get("key"), a.get("category"))  # type: ignore[arg-type]
-        return None if entry is None else entry.to_json()
+        return memory.read_memory(a.get("key"), a.get("category"))  # type: ignore[arg-type]
     if op == "write":
         return memory.write_memory(a.get("key"), a.get("value"), a.get("category"),  # type: ignore[arg-type]
-                                   a.get("accessPolicy"),
-                                   a.get("retentionPolicy", UNSET)).to_json()
+                                   a.get("accessPolicy"), a.get("retentionPolicy", UNSET))
     if op == "query":
-        return [e.to_json() for e in memory.query_memory(a.get("filter"))]
+        return memory.query_memory(a.get("filter"))
     if op == "delete":
         memory.delete_memory(a.get("key"))  # type: ignore[arg-type]
         return None
@@ -113,30 +112,23 @@ def _entry_line(entry: MemoryEntry, with_value: bool) -> bytes | None:
 
 def _reply(memory: GeneMemoryAccess, message: dict[str, Any]) -> dict[str, Any] | bytes:
     try:
-        op, args = message.get("op"), message.get("args")
-        # A read or a write of the usual shape is answered with a line built
-        # at once (_entry_line); anything else as before, through ``serve``.
-        if type(args) is dict and (op == "write" or op == "read"):
-            a = {k: _decode(v) for k, v in args.items()}
-            if op == "write":
-                entry: MemoryEntry | None = memory.write_memory(
-                    a.get("key"), a.get("value"), a.get("category"),  # type: ignore[arg-type]
-                    a.get("accessPolicy"), a.get("retentionPolicy", UNSET))
-            else:
-                entry = memory.read_memory(a.get("key"), a.get("category"))  # type: ignore[arg-type]
-                if entry is None:
-                    return _NOTHING
-            assert entry is not None
-            line = _entry_line(entry, op == "read")
-            return {"ok": entry.to_json()} if line is None else line
-        return {"ok": serve(memory, op, args)}
+        op = message.get("op")
+        result = serve(memory, op, message.get("args"))
+        # An entry (a read or a write) is answered with a line built at once
+        # (_entry_line); a list of entries (a query) as JSON objects.
+        if result is None:
+            return _NOTHING
+        if isinstance(result, MemoryEntry):
+            line = _entry_line(result, op == "read")
+            return {"ok": result.to_json()} if line is None else line
+        return {"ok": [e.to_json() for e in result]}
     except AgentMemoryError as exc:
         return {"error": exc.to_json()}
     except (TypeError, ValueError, AttributeError) as exc:  # arguments of the wrong shape
         return {"error": {"code": "MEMORY_INVALID_INPUT", "message": str(exc)}}
 
 
-#: A read that found nothing.
+#: A read that found nothing, or a delete.
 _NOTHING = b'{"ok":null}\n'
 
 
