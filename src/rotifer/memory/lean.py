@@ -59,7 +59,7 @@ from .model import (
     _new_object as _new_entry,
 )
 from .policy import expires_at
-from .rows import _POLICIES, _UNREADABLE
+from .rows import _CATEGORIES, _POLICIES, _UNREADABLE
 
 if TYPE_CHECKING:
     from .gene_memory import GeneMemory
@@ -80,8 +80,6 @@ class _GoFull(Exception):
     and take the full path."""
 
 
-#: A category given as text, to its member, without calling the enum.
-_CATEGORY: Final = {c.value: c for c in Category}
 _ALL, _CREATOR, _DOMAIN = Scope.ALL_GENES, Scope.CREATOR_GENE_ONLY, Scope.SAME_DOMAIN
 
 
@@ -106,7 +104,7 @@ def write_lean(view: GeneMemory, key: object, value: object, category: object,
             and category.__class__ is not Category):
         return FULL
     data = value
-    cat = category if category.__class__ is Category else _CATEGORY.get(category)
+    cat = category if category.__class__ is Category else _CATEGORIES.get(category)
     if cat is None or len(data) > MAX_VALUE_BYTES:
         return FULL
     key = cast(str, key)  # check_key passed
@@ -208,7 +206,7 @@ def read_lean(view: GeneMemory, key: object, category: object) -> MemoryEntry | 
     if cat_text is None:
         return None  # no such entry
     access = _POLICIES.get((read_text, write_text, share_text))
-    cat = _CATEGORY.get(cat_text)
+    cat = _CATEGORIES.get(cat_text)
     gene = actor.gene_id
     if access is None or cat is None or value.__class__ is not bytes or last_by != gene:
         return FULL
@@ -263,7 +261,7 @@ def query_lean(view: GeneMemory, filter: object) -> list[MemoryEntry] | _Full:
                                    first=limit)
         gene, domain = actor.gene_id, actor.domain
         total = 0
-        append, policies, categories = found.append, _POLICIES, _CATEGORY
+        append, policies, categories = found.append, _POLICIES, _CATEGORIES
         retention_of = store.backend.retention_of
         # The previous row's policy and category texts and what they decoded to:
         # rows in a page mostly share them, and comparing texts costs less than

@@ -32,9 +32,9 @@ from typing import Any
 
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene
 from rotifer.genes.python import GeneInfo, run_in_process
-from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, Category, MemoryEntry
+from rotifer.memory import UNSET, AgentMemoryError, Category, MemoryEntry
 from rotifer.memory.model import stored_entry
-from rotifer.memory.rows import access_policy_of
+from rotifer.memory.rows import _CATEGORIES, _POLICIES, access_policy_of
 
 from .jsonline import decode
 from .spin import Spinner
@@ -64,19 +64,15 @@ def _arg(value: Any) -> Any:
     return {"$type": type(value).__name__}
 
 
-#: The access policies of the entries the parent sent, by their three fields:
-#: an agent's entries share a few, and parsing each anew (enums, field checks)
-#: was most of a reply's ``MemoryEntry.from_json``.
-_POLICIES: dict[tuple[object, object, object], AccessPolicy] = {}
-_CATEGORIES = {c.value: c for c in Category}
 _TEXT_FIELDS = ("entryId", "key", "createdBy", "lastAccessedBy", "createdAt", "updatedAt")
 
 
 def _entry(doc: Any) -> MemoryEntry:
     """``MemoryEntry.from_json(doc)`` of an entry the parent sent: 7.2 -> 2.5 us.
 
-    The usual entry (no retention policy, its access policy seen before, every
-    field of the usual type) is built from cached parts; any other goes
+    The usual entry (no retention policy, every field of the usual type) is
+    built from the store's own tables of categories and access policies
+    (:mod:`rotifer.memory.rows`, every valid one made at import); any other goes
     through ``from_json``, which checks it and raises what it raises."""
     try:
         policy_doc = doc["accessPolicy"]
@@ -89,11 +85,7 @@ def _entry(doc: Any) -> MemoryEntry:
         value = binascii.a2b_base64(doc["value"], strict_mode=True)
         category = _CATEGORIES[doc["category"]]
     except (KeyError, TypeError, ValueError):  # binascii.Error is a ValueError
-        entry = MemoryEntry.from_json(doc)
-        policy = entry.access_policy
-        _POLICIES[policy.read_scope.value, policy.write_scope.value,
-                  policy.share_policy.value] = policy
-        return entry
+        return MemoryEntry.from_json(doc)
     entry_id, key, created_by, last_accessed_by, created_at, updated_at = texts
     return stored_entry(entry_id, category, key, value, created_by, last_accessed_by,
                         created_at, updated_at, policy, None)
