@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from rotifer.agents.project import Project
 from rotifer.genes.errors import RotiferError
@@ -37,12 +38,18 @@ def is_loopback(host: str) -> bool:
 def addresses(host: str) -> list[tuple[int, str]]:
     """Every (family, address) ``host`` names: a literal IP itself, a name each
     address it resolves to (``localhost``: 127.0.0.1 and ::1)."""
+    found: list[tuple[Any, ...]]
     try:
-        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        found = list(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM))
     except socket.gaierror as exc:
         raise RotiferError(f"cannot resolve {host}: {exc.strerror or exc}",
                            code="CONSOLE_ADDRESS") from None
     out: list[tuple[int, str]] = []
+    if host.lower().rstrip(".") == "localhost":
+        # Browsers resolve localhost to loopback themselves, whatever /etc/hosts says
+        # (Chromium tries [::1] first): both are the console's, or it does not start.
+        found = [(socket.AF_INET, 0, 0, "", ("127.0.0.1", 0))] + (
+            [(socket.AF_INET6, 0, 0, "", ("::1", 0, 0, 0))] if socket.has_ipv6 else []) + found
     for family, _, _, _, sockaddr in found:
         item = (int(family), str(sockaddr[0]))
         if family in (socket.AF_INET, socket.AF_INET6) and item not in out:
