@@ -189,3 +189,26 @@ def test_plurals_and_paging_both_ways(lite: Served) -> None:
     assert back
     again = lite.get(html.unescape(back[1])[len(lite.session.root):]).text
     assert "Entries 1–50 of 55 entries" in again
+
+
+def test_the_chart_is_readable_at_low_usage_with_axis_values() -> None:
+    """100 bytes of a 10 MB quota filled 0.001% of the old picture (a hairline);
+    now the value axis ends just above the use, with values, and the quota is a note."""
+    from rotifer.console import chart
+    from rotifer.memory import Category
+
+    def at(minute: int) -> int:
+        return 1_767_225_600_000_000 + minute * 60_000_000
+
+    points = [chart.Point(at(m), {**dict.fromkeys(Category, 0), Category.CACHE: 20 * m})
+              for m in range(1, 6)]
+    picture = chart.svg(points, 10 * 1024 * 1024, [(at(3), "evict"), (at(4), "refusal")])
+    heights = [float(pt.split(",")[1]) for pt in
+               re.search(r'class="area cache" points="([^"]+)"', picture)[1].split()]  # type: ignore[index]
+    plot = chart.HEIGHT - 2 * chart.PAD
+    assert max(heights) - min(heights) > plot / 2  # the band fills half the picture
+    ticks = re.findall(r'class="tick"[^>]*>([^<]+)<', picture)
+    assert ticks[:5] == ["0 B", "30 B", "60 B", "90 B", "120 B"]
+    assert any(t.startswith("2026-01-01 00:0") for t in ticks)  # time values
+    assert "quota 10 MB (above the chart)" in picture
+    assert 'class="mark evict"' in picture and 'class="mark refusal"' in picture

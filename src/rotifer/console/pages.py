@@ -207,7 +207,10 @@ def history_chart(request: Request) -> Response:
     lines = audit_lines(data, name, None, rolled_back=False)
     lines.reverse()
     _, quota, _ = data.usage(name)
-    return render(request, "chart.html", picture=chart.svg(chart.series(lines), quota))
+    marks = [(_ts(ln), chart.MARKS[str(ln.get("action"))]) for ln in lines
+             if ln.get("action") in chart.MARKS]
+    return render(request, "chart.html",
+                  picture=chart.svg(chart.series(lines), quota, marks))
 
 
 def _category(text: str) -> Category:
