@@ -294,3 +294,31 @@ def test_dark_scheme_follows_the_system(browser: Any, tmp_path: Path) -> None:
     finally:
         page.close()
         served.stop()
+
+
+def test_a_long_key_is_one_line_and_no_page_widens(browser: Any, tmp_path: Path) -> None:
+    """A 1 KiB key rendered 100 lines tall and widened the history page to 7,400 px;
+    now it is cut to one line (the whole key in its title) and pages fit the window."""
+    project = make_project(tmp_path / "proj")
+    gene = next(iter(project.registry().entries()))
+    long_key = "long/" + "k" * 1019
+    with project.open_store("ag") as store:
+        store.for_gene("ag", gene, "notes").write_memory(long_key, b"1", "CACHE")
+    served = Served(project)
+    page = browser.new_page()
+    try:
+        with screenshot_on_failure(page, tmp_path):
+            page.goto(f"http://{served.host}/agents/ag?token={served.sessions.token}")
+            cell = page.locator("#entries a.key-cell", has_text="long/")
+            assert cell.get_attribute("title") == long_key
+            assert cell.bounding_box()["height"] < 40
+            for path in ("/agents/ag", "/agents/ag/history"):
+                page.goto(inside(page, path))
+                page.wait_for_load_state()
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= page.evaluate("window.innerWidth"), (path, width)
+            line = page.locator(".timeline code.key-cell", has_text="long/").first
+            assert line.bounding_box()["height"] < 40
+    finally:
+        page.close()
+        served.stop()
