@@ -97,7 +97,10 @@ def _confirmation(request: Request, name: str, mode: str, keys: list[str],
         count, nbytes = len(infos), sum(e.size for e in infos)
         keys = [e.key for e in infos]
         expect = json.dumps({e.key: e.seq for e in infos}, ensure_ascii=True)
-    return render(request, "confirm.html", status, name=name, mode=mode, keys=keys,
+    # In the dialog (htmx) the confirmation alone; as a plain form post, a page.
+    template = "confirm.html" if request.headers.get("hx-request") == "true" \
+        else "confirm_page.html"
+    return render(request, template, status, name=name, mode=mode, keys=keys,
                   category=category, count=count, nbytes=nbytes, infos=infos,
                   expect=expect, changed=changed)
 
