@@ -212,3 +212,15 @@ def test_the_chart_is_readable_at_low_usage_with_axis_values() -> None:
     assert any(t.startswith("2026-01-01 00:0") for t in ticks)  # time values
     assert "quota 10 MB (above the chart)" in picture
     assert 'class="mark evict"' in picture and 'class="mark refusal"' in picture
+
+
+def test_the_history_exports_the_lines_its_page_shows(lite: Served) -> None:
+    page = lite.get("/agents/ag/history?key=cache/1").text
+    found = re.search(r'id="history-csv" href="http://[^/]+(/[^"]+)"', page)
+    assert found
+    table = lite.get(html.unescape(found[1])[len(lite.session.root):]).text
+    rows = list(csv.DictReader(io.StringIO(table)))
+    assert [(r["action"], r["key"], r["actorName"]) for r in rows] == [
+        ("write", "cache/1", "keeper")]
+    doc = json.loads(lite.get("/agents/ag/history/export.json").text)
+    assert len(doc["history"]) == 7 and SECRET_VALUE.decode() not in json.dumps(doc)

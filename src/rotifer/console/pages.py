@@ -149,13 +149,20 @@ def export(request: Request) -> Response:
             break
         listing.cursor = view.cursor
     del rows[EXPORT_MOST:]
-    filename = f"{''.join(c if c.isalnum() else '_' for c in name)}-entries.{kind}"
+    return _download(name, "entries", kind, rows, FIELDS)
+
+
+def _download(name: str, what: str, kind: str, rows: list[dict[str, Any]],
+              fields: tuple[str, ...]) -> Response:
+    if kind not in ("json", "csv"):
+        raise invalid("export as json or csv")
+    filename = f"{''.join(c if c.isalnum() else '_' for c in name)}-{what}.{kind}"
     headers = {"content-disposition": f'attachment; filename="{filename}"'}
     if kind == "json":
-        return Response(json.dumps({"agent": name, "entries": rows}, indent=1) + "\n",
+        return Response(json.dumps({"agent": name, what: rows}, indent=1) + "\n",
                         media_type="application/json", headers=headers)
     out = io.StringIO()
-    writer = csv.DictWriter(out, FIELDS, lineterminator="\r\n")
+    writer = csv.DictWriter(out, fields, lineterminator="\r\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: _cell(v) for k, v in row.items()})
@@ -171,12 +178,12 @@ def _cell(value: object) -> object:
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
-@endpoint
-def history(request: Request) -> Response:
+def history_lines(request: Request, names: dict[str, str]
+                  ) -> tuple[list[dict[str, Any]], int, int | None]:
+    """The history page's lines for its filters (newest first; up to the page
+    shown and one more without an ``until``), its ``skip`` and how many it asked."""
     name = request.path_params["name"]
     q = request.query_params
-    data = data_of(request)
-    names = data.gene_names()
     key, actor = q.get("key") or None, q.get("actor") or None
     if actor is not None and not actor.startswith("v2:"):  # a gene's name -> its ids
         ids = [gid for gid, gene in names.items() if gene == actor]
@@ -185,9 +192,18 @@ def history(request: Request) -> Response:
     skip = int(q["skip"]) if q.get("skip", "").isdigit() else 0
     # Without an until bound only the lines shown (and one more) are asked for.
     most = None if until is not None else skip + HISTORY_ROWS + 1
-    lines = audit_lines(data, name, key, actor=actor, since_us=since, limit=most)
+    lines = audit_lines(data_of(request), name, key, actor=actor, since_us=since, limit=most)
     if until is not None:
         lines = [ln for ln in lines if _ts(ln) < until]
+    return lines, skip, most
+
+
+@endpoint
+def history(request: Request) -> Response:
+    name = request.path_params["name"]
+    q = request.query_params
+    names = data_of(request).gene_names()
+    lines, skip, most = history_lines(request, names)
     fragment = "timeline.html" if swaps(request, "timeline") else "history.html"
     shown_lines = lines[skip:skip + HISTORY_ROWS]
     base = {k: v for k, v in q.items() if k != "skip"}
@@ -197,7 +213,24 @@ def history(request: Request) -> Response:
     return render(request, fragment, name=name, lines=shown_lines,
                   matched=len(lines) if most is None or len(lines) < most else None,
                   skip=skip, older=older, newer=newer, highlight=HIGHLIGHT, names=names,
-                  q={k: q.get(k, "") for k in ("key", "actor", "since", "until")})
+                  q={k: q.get(k, "") for k in ("key", "actor", "since", "until")},
+                  export_query=f"?{request.url.query}" if request.url.query else "")
+
+
+LINE_FIELDS = ("ts", "seq", "action", "key", "category", "bytes", "actor", "actorName",
+               "code", "reason")
+
+
+@endpoint
+def history_export(request: Request) -> Response:
+    """The lines the history page shows (its filters and position) as JSON or CSV."""
+    name, kind = request.path_params["name"], request.path_params["kind"]
+    names = data_of(request).gene_names()
+    lines, skip, _ = history_lines(request, names)
+    rows = [{**{f: ln.get(f) for f in LINE_FIELDS},
+             "actorName": names.get(str(ln.get("actor")))}
+            for ln in lines[skip:skip + HISTORY_ROWS]]
+    return _download(name, "history", kind, rows, LINE_FIELDS)
 
 
 @endpoint
