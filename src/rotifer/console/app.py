@@ -94,6 +94,12 @@ def plural(count: int, one: str, many: str | None = None) -> str:
     return f"{count:,} {one if count == 1 else (many or one + 's')}"
 
 
+def brief(rfc3339: str) -> str:
+    """A time in a table cell: to the second, on two short lines (the exact time is
+    the cell's title)."""
+    return rfc3339[:19].replace("T", " ")
+
+
 def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
     """A page (or an htmx fragment) with the session's CSRF token."""
     templates: Jinja2Templates = request.app.state.templates
@@ -114,7 +120,7 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
     sessions = Sessions() if sessions is None else sessions
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                              autoescape=True)  # every page: what a gene wrote is escaped
-    env.filters.update(shown=shown, size=human_size, ref=key_ref, plural=plural,
+    env.filters.update(shown=shown, size=human_size, ref=key_ref, plural=plural, brief=brief,
                        time=lambda us: format_time(us) if us else "")
     env.globals.update(csrf_field=CSRF_FIELD, categories=list(Category), sorts=SORTS,
                        marks=marks, url_for=_url_for)
