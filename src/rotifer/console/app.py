@@ -4,9 +4,12 @@ The endpoints live at module level in :mod:`.pages` (reads, GET) and
 :mod:`.actions` (changes, POST, checked by :mod:`.security` for origin and here
 for the session's CSRF token); they find the project's data, the templates and
 the sessions on ``request.app.state``.  A request from htmx (``HX-Request``)
-gets only the part of the page it replaces.  Errors go through exception
-handlers and show as the CLI prints them, ``CODE: message`` on one line and
-escaped, with any database URL cut out; never a traceback, never a value.
+gets only the part of the page it replaces.  Refusals (``HTTPException``) go
+through an exception handler; any other error an endpoint raises is caught by
+:func:`endpoint` (Starlette's catch-all ``Exception`` handler re-raises to the
+server, which would log a traceback) and shown as the CLI prints it, ``CODE:
+message`` on one line and escaped, with any database URL cut out; never a
+traceback, never a value.
 """
 
 from __future__ import annotations
