@@ -24,7 +24,7 @@ from rotifer.agents.build import wrap_gene
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.console.app import create_app
-from rotifer.console.security import Protections, Secrets
+from rotifer.console.security import Protections, Session, Sessions, cookie_name
 from rotifer.memory.clock import SystemClock
 from tests.genes.helpers import write_gene
 
@@ -103,8 +103,11 @@ class Served:
     def __post_init__(self) -> None:
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
-        self.secrets = Secrets()
-        app = create_app(self.project, port=self.port, secrets_=self.secrets,
+        #: The sessions' clock (seconds): a test moves it instead of waiting.
+        self.now = [0.0]
+        self.sessions = Sessions(clock=lambda: self.now[0])
+        self.first_token = self.sessions.token
+        app = create_app(self.project, port=self.port, sessions=self.sessions,
                          protections=self.protections)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                 access_log=False, lifespan="on")
@@ -116,6 +119,19 @@ class Served:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.02)
+        self.session = self.sign_in()
+
+    def sign_in(self) -> Session:
+        """Sign in as a browser does (the current token, by real HTTP); the session."""
+        if not self.protections.token:
+            anyone = next(iter(self.sessions._sessions.values()))
+            return anyone
+        resp = request(self.port, "GET", f"/?token={self.sessions.token}", {"Host": self.host})
+        assert resp.status == 303, resp
+        value = resp.headers["set-cookie"].split(";")[0].split("=", 1)[1]
+        session = self.sessions.find(value)
+        assert session is not None
+        return session
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -123,18 +139,27 @@ class Served:
 
     @property
     def cookie(self) -> str:
-        return f"rotifer_console={self.secrets.session}"
+        return f"{cookie_name(self.port)}={self.session.cookie}"
+
+    @property
+    def csrf(self) -> str:
+        return self.session.csrf
 
     @property
     def origin(self) -> str:
         return f"http://{self.host}"
 
+    def at(self, path: str) -> str:
+        """``path`` inside the session's secret root (as the console's links are)."""
+        return self.session.root + path if self.protections.path or not self.protections.token \
+            else path
+
     def get(self, path: str, **headers: str) -> Response:
-        return request(self.port, "GET", path, {"Host": self.host, "Cookie": self.cookie,
-                                                **headers})
+        return request(self.port, "GET", self.at(path), {"Host": self.host,
+                                                         "Cookie": self.cookie, **headers})
 
     def post(self, path: str, body: str, **headers: str) -> Response:
-        return request(self.port, "POST", path, {
+        return request(self.port, "POST", self.at(path), {
             "Host": self.host, "Cookie": self.cookie, "Origin": self.origin,
             "Content-Type": "application/x-www-form-urlencoded", **headers}, body)
 

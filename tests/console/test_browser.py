@@ -58,6 +58,13 @@ def screenshot_on_failure(page: Any, where: Path) -> Iterator[None]:
         raise AssertionError(f"{exc}\n(screenshot: {path})") from exc
 
 
+def inside(page: Any, path: str) -> str:
+    """``path`` inside the browser's own session (its secret root, from the address)."""
+    found = re.match(r"(http://[^/]+/s/[^/]+)", page.url)
+    assert found, page.url
+    return found[1] + path
+
+
 def snap(page: Any, name: str) -> None:
     folder = os.environ.get("ROTIFER_SCREENSHOTS")
     if folder:
@@ -69,7 +76,7 @@ def test_overview_agent_history_delete(browser: Any, tmp_path: Path) -> None:
     page = browser.new_page()
     try:
         with screenshot_on_failure(page, tmp_path):
-            page.goto(f"http://{served.host}/?token={served.secrets.token}")
+            page.goto(f"http://{served.host}/?token={served.sessions.token}")
             assert "token" not in page.url  # traded for the cookie, gone from the address
             page.get_by_role("heading", name="Agents").wait_for()
             page.locator("button.verify").first.click()
@@ -92,14 +99,14 @@ def test_overview_agent_history_delete(browser: Any, tmp_path: Path) -> None:
             page.locator("svg.chart").wait_for()  # drawn after the page, behind a spinner
             assert page.locator(".timeline li").count() == 7
 
-            page.goto(f"http://{served.host}/agents/busy/history")  # six hours, evictions
+            page.goto(inside(page, '/agents/busy/history'))  # six hours, evictions
             page.locator("svg.chart polygon.cache").wait_for()
             assert page.locator(".timeline li.evict").count() >= 1
             assert page.locator(".timeline li.quota").count() == 1
             assert page.locator(".timeline li.refusal").count() >= 1
             snap(page, "history")
 
-            page.goto(f"http://{served.host}/agents/ag?category=CACHE")
+            page.goto(inside(page, '/agents/ag?category=CACHE'))
             page.get_by_role("heading", name="Memory of ag").wait_for()
             row = page.locator("#entries tbody tr", has_text="cache/1")
             row.locator("input[type=checkbox]").check()
@@ -131,10 +138,13 @@ def test_a_cross_site_page_cannot_delete(browser: Any, tmp_path: Path) -> None:
     page = browser.new_page()
     try:
         with screenshot_on_failure(page, tmp_path):
-            page.goto(f"http://{served.host}/?token={served.secrets.token}")  # signed in
+            page.goto(f"http://{served.host}/?token={served.sessions.token}")  # signed in
+            page.get_by_role("heading", name="Agents").wait_for()
+            agent = inside(page, "/agents/ag")
             attacker = tmp_path / "attack.html"
+            # Even an attacker who knew the secret path: no cookie, another Origin.
             attacker.write_text(
-                f'<form id="f" method="post" action="http://{served.host}/agents/ag/delete">'
+                f'<form id="f" method="post" action="{agent}/delete">'
                 '<input name="mode" value="category"><input name="category" value="CACHE">'
                 f'<input name="csrf" value="guess"></form>'
                 '<script>document.getElementById("f").submit()</script>')
@@ -142,8 +152,173 @@ def test_a_cross_site_page_cannot_delete(browser: Any, tmp_path: Path) -> None:
             page.wait_for_load_state()
             page.wait_for_function("document.body && document.body.innerText.length > 0")
             assert "Removed" not in page.content()
-            page.goto(f"http://{served.host}/agents/ag")
+            page.goto(agent)
             assert page.locator("#entries", has_text="cache/0").count() == 1
+    finally:
+        page.close()
+        served.stop()
+
+
+class Listener:
+    """A plain HTTP server on another port of 127.0.0.1 that records the Cookie and
+    Referer headers it receives: what any local program could run."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.seen: list[dict[str, str]] = []
+        seen = self.seen
+
+        class Record(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append({"path": self.path, "cookie": self.headers.get("Cookie", ""),
+                             "referer": self.headers.get("Referer", "")})
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(b"<p>hello</p>")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Record)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("path_check", [True, False])
+def test_a_cookie_chromium_sends_to_another_port_opens_nothing(
+        browser: Any, tmp_path: Path, path_check: bool) -> None:
+    """The deployer, signed in, visits another local server: with the secret path the
+    cookie (Path=/s/SECRET) does not even reach it, and the cookie taken from the
+    browser and replayed by a raw client reads nothing; without it (the first
+    console), the listener receives the cookie and reads the agent's keys."""
+    from rotifer.console.security import Protections
+    from tests.console.helpers import request
+
+    served = Served(make_project(tmp_path / "proj"), Protections(path=path_check))
+    listener = Listener()
+    page = browser.new_page()
+    try:
+        with screenshot_on_failure(page, tmp_path):
+            page.goto(f"http://{served.host}/?token={served.sessions.token}")
+            page.get_by_role("heading", name="Agents").wait_for()
+            page.goto(f"http://127.0.0.1:{listener.port}/anything")
+            page.wait_for_load_state()
+            received = " ".join(h["cookie"] for h in listener.seen)
+            assert "/s/" not in " ".join(h["referer"] for h in listener.seen)
+            cookie = next(c for c in page.context.cookies()
+                          if c["name"] == f"rotifer_console_{served.port}")
+            stolen = f"{cookie['name']}={cookie['value']}"
+            read = request(served.port, "GET", "/agents/ag",
+                           {"Host": served.host, "Cookie": stolen})
+            if path_check:
+                assert "rotifer_console" not in received
+                assert read.status == 401 and "cache/0" not in read.text
+            else:
+                assert stolen in received  # cookies are not kept apart by port
+                assert read.status == 200 and "cache/0" in read.text
+    finally:
+        page.close()
+        listener.stop()
+        served.stop()
+
+
+def test_modal_confirmation_select_all_entry_page_and_logout(browser: Any,
+                                                             tmp_path: Path) -> None:
+    served = Served(make_project(tmp_path / "proj"))
+    page = browser.new_page()
+    try:
+        with screenshot_on_failure(page, tmp_path):
+            page.goto(f"http://{served.host}/agents/ag?token={served.sessions.token}")
+            page.get_by_role("heading", name="Memory of ag").wait_for()
+            assert "/s/" in page.url and "token" not in page.url
+            boxes = page.locator("#entries tbody input[type=checkbox]")
+            assert boxes.first.get_attribute("aria-label", timeout=5000).startswith("select ")
+            assert page.get_by_label("select cache/1").count() == 1  # says which row
+            page.locator("#select-all").check()
+            assert all(boxes.nth(i).is_checked() for i in range(boxes.count()))
+            page.locator("#select-all").uncheck()
+
+            page.get_by_role("button", name="Delete category…").click()
+            dialog = page.locator("dialog#dialog")
+            page.locator("dialog#dialog[open] #confirm-text").wait_for()
+            assert page.evaluate("document.activeElement.id") == "cancel"  # focus inside
+            assert page.evaluate("document.querySelector('#dialog').matches(':modal')")
+            page.keyboard.press("Escape")
+            page.wait_for_function("!document.querySelector('#dialog').open")
+            assert not dialog.is_visible()
+            assert page.locator("#entries", has_text="cache/0").count() == 1  # kept
+
+            page.locator("#entries a.key-cell", has_text="pref/short").click()
+            page.locator("#fields").wait_for()
+            assert "PREFERENCE" in page.locator("#fields").inner_text()
+            snap(page, "entry")
+
+            page.goto(inside(page, '/agents/ag/history'))
+            page.get_by_label("Since").fill("yesterday")
+            page.get_by_role("button", name="Filter").click()
+            page.locator("#timeline [role=alert]").wait_for()  # the error, not the lines
+            assert "since must be a time" in page.locator("#timeline").inner_text()
+            assert page.locator("#timeline li").count() == 0
+
+            where = inside(page, "/agents/ag")
+            page.locator("#logout").click()
+            page.get_by_text("Signed out").wait_for()
+            page.goto(where)
+            assert "Not signed in" in page.content()
+    finally:
+        page.close()
+        served.stop()
+
+
+def test_dark_scheme_follows_the_system(browser: Any, tmp_path: Path) -> None:
+    served = Served(make_project(tmp_path / "proj"))
+    page = browser.new_page()
+    try:
+        with screenshot_on_failure(page, tmp_path):
+            page.goto(f"http://{served.host}/?token={served.sessions.token}")
+            background = "getComputedStyle(document.body).backgroundColor"
+            page.emulate_media(color_scheme="light")
+            assert page.evaluate(background) == "rgb(255, 255, 255)"
+            page.emulate_media(color_scheme="dark")
+            assert page.evaluate(background) == "rgb(22, 26, 34)"
+            icon = page.locator("link[rel=icon]").get_attribute("href")
+            assert icon and page.request.get(icon).status == 200  # the favicon serves
+            snap(page, "overview-dark")
+    finally:
+        page.close()
+        served.stop()
+
+
+def test_a_long_key_is_one_line_and_no_page_widens(browser: Any, tmp_path: Path) -> None:
+    """A 1 KiB key rendered 100 lines tall and widened the history page to 7,400 px;
+    now it is cut to one line (the whole key in its title) and pages fit the window."""
+    project = make_project(tmp_path / "proj")
+    gene = next(iter(project.registry().entries()))
+    long_key = "long/" + "k" * 1019
+    with project.open_store("ag") as store:
+        store.for_gene("ag", gene, "notes").write_memory(long_key, b"1", "CACHE")
+    served = Served(project)
+    page = browser.new_page()
+    try:
+        with screenshot_on_failure(page, tmp_path):
+            page.goto(f"http://{served.host}/agents/ag?token={served.sessions.token}")
+            cell = page.locator("#entries a.key-cell", has_text="long/")
+            assert cell.get_attribute("title") == long_key
+            assert cell.bounding_box()["height"] < 40
+            for path in ("/agents/ag", "/agents/ag/history"):
+                page.goto(inside(page, path))
+                page.wait_for_load_state()
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= page.evaluate("window.innerWidth"), (path, width)
+            line = page.locator(".timeline code.key-cell", has_text="long/").first
+            assert line.bounding_box()["height"] < 40
     finally:
         page.close()
         served.stop()

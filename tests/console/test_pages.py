@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -33,6 +34,15 @@ def row_of(page: str, key: str) -> str:
                       + re.escape(json.dumps(key).replace('"', "&#34;")) + '"', page)
     assert found, key
     return found.group(1)
+
+
+def confirmed(served: Served, body: str) -> tuple[str, str]:
+    """Ask for the confirmation of ``body``; the page, and the delete form's body as
+    the confirmation carries it (what it showed included)."""
+    page = served.post("/agents/ag/delete/confirm", body).text
+    found = re.search(r'name="expect" value="([^"]*)"', page)
+    assert found, page
+    return page, body + "&" + urllib.parse.urlencode({"expect": html.unescape(found.group(1))})
 
 
 def audit(project: Project, agent: str = "ag") -> list[dict[str, object]]:
@@ -84,14 +94,15 @@ def test_history_highlights_and_filters(served: Served) -> None:
 def test_delete_by_category_after_confirmation_is_audited_as_the_deployer(
         served: Served) -> None:
     body = urllib.parse.urlencode({"mode": "category", "category": "CACHE",
-                                   "csrf": served.secrets.csrf})
-    confirm = served.post("/agents/ag/delete/confirm", body)
-    assert confirm.status == 200
+                                   "csrf": served.csrf})
+    confirm, body = confirmed(served, body)
     size = 3 * (len("cache/0") + len("SECRET-VALUE-never-shown-7d1e"))
-    assert "<strong>3 entries</strong>" in confirm.text and f"{size} bytes" in confirm.text
+    assert "<strong>3 entries</strong>" in confirm and f"{size} bytes" in confirm
     assert "cache/0" in served.get("/agents/ag").text  # confirming deletes nothing
     done = served.post("/agents/ag/delete", body)
-    assert done.status == 303 and "Removed+3+entries" in done.headers["location"]
+    assert done.status == 303 and "Removed" not in done.headers["location"]
+    assert 'id="done">Removed 3 entries<' in served.get("/agents/ag").text  # shown once
+    assert "Removed" not in served.get("/agents/ag").text
     lines = [x for x in audit(served.project) if x["action"] == "deployer_delete"]
     assert sorted(str(x["key"]) for x in lines) == ["cache/0", "cache/1", "cache/2"]
     assert {x["actor"] for x in lines} == {"deployer"}
@@ -105,8 +116,8 @@ def test_delete_a_selection_and_a_hostile_key_exactly(served: Served) -> None:
     from tests.console.helpers import HOSTILE_KEY
 
     body = urllib.parse.urlencode([("mode", "keys"), ("ref", key_ref(HOSTILE_KEY)),
-                                   ("ref", key_ref("ctx/now")), ("csrf", served.secrets.csrf)])
-    confirm = served.post("/agents/ag/delete/confirm", body).text
+                                   ("ref", key_ref("ctx/now")), ("csrf", served.csrf)])
+    confirm, body = confirmed(served, body)
     assert "<strong>2 entries</strong>" in confirm
     assert served.post("/agents/ag/delete", body).status == 303
     removed = [x["key"] for x in audit(served.project) if x["action"] == "deployer_delete"]
@@ -116,7 +127,7 @@ def test_delete_a_selection_and_a_hostile_key_exactly(served: Served) -> None:
 
 
 def test_verify_runs_on_demand(served: Served) -> None:
-    resp = served.post("/agents/ag/verify", urllib.parse.urlencode({"csrf": served.secrets.csrf}))
+    resp = served.post("/agents/ag/verify", urllib.parse.urlencode({"csrf": served.csrf}))
     assert resp.status == 200 and "OK: agent" in resp.text
     assert "OK: agent" in served.get("/").text
 

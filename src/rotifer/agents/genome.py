@@ -52,7 +52,11 @@ from .project import Project
 
 Composition = Literal["seq", "par", "cond", "try"]
 COMPOSITIONS: tuple[str, ...] = get_args(Composition)
-AGENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+AGENT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # always fullmatch
+#: What older versions accepted (``^...$`` with ``re.match`` lets one trailing line
+#: break through): an agent created then is still read, shown and deleted by its
+#: exact name, but no new agent may be named so.
+_STORED_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\n?")
 _FORMAT = 1
 
 
@@ -79,12 +83,20 @@ class AgentSpec:
 
 def validate_agent_name(name: object) -> str:
     """Agent names are file names and memory ids: letters, digits, ``.``, ``_``, ``-``."""
-    if not isinstance(name, str) or not AGENT_NAME_RE.match(name):
+    if not isinstance(name, str) or not AGENT_NAME_RE.fullmatch(name):
         raise InvalidAgent(
             f"invalid agent name {name!r}: start with a letter or digit, then use letters, "
             "digits, '.', '_' and '-' (at most 128 characters)"
         )
     return name
+
+
+def validate_stored_agent_name(name: object) -> str:
+    """A name :func:`validate_agent_name` accepts, or one older versions let through
+    (a valid name and one trailing line break), to reach an agent that exists."""
+    if isinstance(name, str) and _STORED_NAME_RE.fullmatch(name):
+        return name
+    return validate_agent_name(name)
 
 
 #: Device names Windows reserves in any folder, whatever the case or extension.
@@ -139,7 +151,9 @@ class Agents:
         self.dir = project.agents_dir
 
     def spec_path(self, name: str) -> Path:
-        return self.dir / f"{validate_agent_name(name)}.json"
+        """An existing agent's file (a name an older version accepted included:
+        :func:`validate_stored_agent_name`); new agents are checked by ``create``."""
+        return self.dir / f"{validate_stored_agent_name(name)}.json"
 
     # -- checks -----------------------------------------------------------------
 
@@ -203,7 +217,7 @@ class Agents:
         """The names of the spec files there are, readable or not."""
         if not self.dir.is_dir():
             return []
-        return [p.stem for p in self.dir.glob("*.json") if AGENT_NAME_RE.match(p.stem)]
+        return [p.stem for p in self.dir.glob("*.json") if _STORED_NAME_RE.fullmatch(p.stem)]
 
     def exists(self, name: str) -> bool:
         return self.spec_path(name).is_file()
@@ -223,7 +237,7 @@ class Agents:
         specs: builtins.list[AgentSpec] = []
         broken: builtins.list[RotiferError] = []
         for path in sorted(self.dir.glob("*.json")):
-            if not AGENT_NAME_RE.match(path.stem):
+            if not _STORED_NAME_RE.fullmatch(path.stem):
                 continue
             try:
                 specs.append(self._read(path))

@@ -18,8 +18,9 @@ from . import common
 def console_command(ctx: click.Context, host: str, port: int, allow_remote: bool) -> None:
     """Open the console: every agent's memory, quota, policies and history in a browser.
 
-    Prints an address with a random token that signs a browser in (valid until the
-    console stops); the console never shows values.
+    Prints an address with a one-time token that signs one browser in (then the
+    next address, for another); a session ends after an hour idle or at logout.
+    The console never shows values.
 
     Example:
 

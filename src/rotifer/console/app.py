@@ -1,11 +1,15 @@
-"""The console's pages and actions (Starlette routes over :mod:`.data`).
+"""The console as a Starlette application: routes, templates, error handling.
 
-Reads are GET; the two actions that change something -- running ``audit
-verify`` (it may append ``rolled_back`` lines) and deleting -- are POST, checked
-by :mod:`.security` (origin) and here (the CSRF token).  A request from htmx
-(``HX-Request``) gets only the part of the page it replaces.  Errors are shown
-as the CLI prints them, ``CODE: message`` on one line and escaped, with any
-database URL cut out; never a traceback, never a value.
+The endpoints live at module level in :mod:`.pages` (reads, GET) and
+:mod:`.actions` (changes, POST, checked by :mod:`.security` for origin and here
+for the session's CSRF token); they find the project's data, the templates and
+the sessions on ``request.app.state``.  A request from htmx (``HX-Request``)
+gets only the part of the page it replaces.  Refusals (``HTTPException``) go
+through an exception handler; any other error an endpoint raises is caught by
+:func:`endpoint` (Starlette's catch-all ``Exception`` handler re-raises to the
+server, which would log a traceback) and shown as the CLI prints it, ``CODE:
+message`` on one line and escaped, with any database URL cut out; never a
+traceback, never a value.
 """
 
 from __future__ import annotations
@@ -16,42 +20,38 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData
+from starlette.datastructures import URL
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from rotifer.agents.project import Project
-from rotifer.memory import Category, MemoryStore, format_time, parse_time
-from rotifer.memory.audit_history import audit_history
-from rotifer.memory.audit_verify import verify_agent
-from rotifer.memory.browse import (
-    SORTS,
-    describe_keys,
-    expiring_count,
-    list_page,
-    next_evictions,
-)
+from rotifer.memory import Category, format_time
+from rotifer.memory.browse import SORTS
 from rotifer.memory.errors import invalid
 from rotifer.text import human_size, shown
 
-from . import chart
-from .data import AgentPage, ConsoleData, Listing, Verified, marks
-from .security import CSRF_FIELD, CSRF_HEADER, Guard, Protections, Secrets, allowed_hosts
+from .data import ConsoleData, marks
+from .security import (
+    CSRF_FIELD,
+    Guard,
+    Protections,
+    Sessions,
+    allowed_hosts,
+    cookie_name,
+    session_of,
+)
 
 HERE = Path(__file__).parent
-#: The most audit lines the history page lists (newest first); the filters narrow it.
-HISTORY_ROWS = 500
-#: Refusals and removals the timeline highlights, by action.
-HIGHLIGHT = {"access_denied": "refusal", "quota_exceeded": "quota", "evict": "evict",
-             "expire": "expire", "rolled_back": "rolled", "deployer_delete": "removal"}
+Handler = Callable[[Request], Response]
 _URL = re.compile(r"postgres(?:ql)?://\S+", re.IGNORECASE)
 
 
@@ -85,251 +85,121 @@ def key_of(ref: str) -> str:
     return key
 
 
+def link(request: Request, route: str, /, **params: Any) -> URL:
+    """``request.url_for`` with every path parameter percent-encoded: a name with a
+    line break (an agent an older version created) keeps it in the address
+    instead of losing it in the browser and naming another agent."""
+    return request.url_for(route, **{k: quote(str(v), safe="") for k, v in params.items()})
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """``1 entry``, ``2 entries``, ``1,000 days``."""
+    return f"{count:,} {one if count == 1 else (many or one + 's')}"
+
+
+def brief(rfc3339: str) -> str:
+    """A time in a table cell: to the second, on two short lines (the exact time is
+    the cell's title)."""
+    return rfc3339[:19].replace("T", " ")
+
+
+def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+    """A page (or an htmx fragment) with the session's CSRF token."""
+    templates: Jinja2Templates = request.app.state.templates
+    context.setdefault("csrf", session_of(request).csrf)
+    response: Response = templates.TemplateResponse(request, template, context,
+                                                    status_code=status)
+    return response
+
+
 def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
-               secrets_: Secrets | None = None,
+               sessions: Sessions | None = None,
                protections: Protections | None = None) -> Guard:
     """The console as an ASGI application, guarded (see :mod:`.security`)."""
+    from . import actions, pages
+
     data = ConsoleData(project)
-    secrets_ = secrets_ or Secrets()
     protections = protections or Protections()
+    sessions = Sessions() if sessions is None else sessions
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                              autoescape=True)  # every page: what a gene wrote is escaped
-    templates = Jinja2Templates(env=env)
-    env.filters.update(shown=shown, size=human_size, ref=key_ref,
+    env.filters.update(shown=shown, size=human_size, ref=key_ref, plural=plural, brief=brief,
                        time=lambda us: format_time(us) if us else "")
-    env.globals.update(csrf=secrets_.csrf, csrf_field=CSRF_FIELD, categories=list(Category),
-                       sorts=SORTS, marks=marks)
-
-    def page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
-        response: Response = templates.TemplateResponse(request, template, context,
-                                                        status_code=status)
-        return response
-
-    def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
-        def run(request: Request) -> Response:
-            try:
-                return handler(request)
-            except HTTPException:
-                raise
-            except Exception as exc:  # every error is a page, never a traceback
-                return page(request, "error.html", 400 if getattr(exc, "code", None) else 500,
-                            message=error_text(exc))
-        return run
-
-    def posted(handler: Callable[[Request, FormData], Response]
-               ) -> Callable[[Request], Awaitable[Response]]:
-        """A change: its form read and its CSRF token checked, then ``handler`` in a
-        worker thread (the store is not used from the event loop)."""
-        async def run(request: Request) -> Response:
-            form = await request.form()
-            given = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
-            if protections.csrf and not secrets_.csrf_ok(
-                    given if isinstance(given, str) else None):
-                raise HTTPException(403, "Refused: the form's CSRF token is missing or wrong.")
-            response: Response = await run_in_threadpool(
-                guarded(lambda r: handler(r, form)), request)
-            return response
-        return run
-
-    # -- pages -------------------------------------------------------------------
-
-    @guarded
-    def overview(request: Request) -> Response:
-        agents, problems = data.overview()
-        return page(request, "overview.html", agents=agents, problems=problems,
-                    verified=data.verified, names=data.gene_names())
-
-    def listing_of(request: Request) -> Listing:
-        q = request.query_params
-        category = q.get("category") or None
-        sort = q.get("sort") or "newest"
-        if sort not in SORTS:
-            raise invalid(f"sort must be one of {', '.join(SORTS)}")
-        return Listing(None if category is None else Category(category) if category in
-                       Category.__members__ else _bad_category(category),
-                       q.get("prefix", ""), q.get("creator", ""), q.get("q", ""),
-                       sort, q.get("cursor", ""))
-
-    @guarded
-    def agent(request: Request) -> Response:
-        name = request.path_params["name"]
-        listing = listing_of(request)
-
-        def read(store: MemoryStore) -> AgentPage:
-            found = list_page(store, name, category=listing.category,
-                              key_prefix=listing.prefix or None,
-                              creator=listing.creator or None,
-                              contains=listing.contains or None, sort=listing.sort,
-                              limit=listing.limit, cursor=listing.cursor or None)
-            victims = {b.key: n for n, b in enumerate(next_evictions(store, name), 1)}
-            return AgentPage(name, found, 0, victims, expiring_count(store, name),
-                             store.clock.now_us(), 0, 1, {})
-
-        view = data.run(name, read)
-        # The total from the usage by category (kept until the agent changes), not a
-        # count(*), which reads the agent's whole index (30-90 ms at 100,000 entries).
-        view.used, view.quota, view.usage = data.usage(name)
-        view.total = sum(u.count for u in view.usage.values())
-        fragment = "entries.html" if _swaps(request, "entries") else "agent.html"
-        return page(request, fragment, view=view, listing=listing, names=data.gene_names(),
-                    message=request.query_params.get("done"))
-
-    @guarded
-    def history(request: Request) -> Response:
-        name = request.path_params["name"]
-        q = request.query_params
-        names = data.gene_names()
-        key, actor = q.get("key") or None, q.get("actor") or None
-        if actor is not None and not actor.startswith("v2:"):  # a gene's name -> its ids
-            ids = [gid for gid, gene in names.items() if gene == actor]
-            actor = ids[0] if len(ids) == 1 else actor
-        since, until = _time(q.get("since"), "since"), _time(q.get("until"), "until")
-        skip = int(q["skip"]) if q.get("skip", "").isdigit() else 0
-        # Without an until bound only the lines shown (and one more) are asked for.
-        most = None if until is not None else skip + HISTORY_ROWS + 1
-        lines = data.run(name, lambda store: list(audit_history(
-            store, name, key=key, actor=actor, since_us=since, limit=most, rolled_back=True)))
-        if until is not None:
-            lines = [ln for ln in lines if _ts(ln) < until]
-        fragment = "timeline.html" if _swaps(request, "timeline") else "history.html"
-        shown_lines = lines[skip:skip + HISTORY_ROWS]
-        older = {k: v for k, v in q.items() if k != "skip"}
-        if skip + HISTORY_ROWS < len(lines):
-            older["skip"] = str(skip + HISTORY_ROWS)
-        return page(request, fragment, name=name, lines=shown_lines,
-                    matched=len(lines) if most is None or len(lines) < most else None,
-                    skip=skip, older=older if "skip" in older else None,
-                    highlight=HIGHLIGHT, names=names,
-                    q={k: q.get(k, "") for k in ("key", "actor", "since", "until")})
-
-    @guarded
-    def history_chart(request: Request) -> Response:
-        name = request.path_params["name"]
-        lines = data.run(name, lambda store: list(audit_history(store, name)))
-        lines.reverse()
-        _, quota, _ = data.usage(name)
-        return page(request, "chart.html", picture=chart.svg(chart.series(lines), quota))
-
-    # -- actions -----------------------------------------------------------------
-
-    def verify(request: Request, form: FormData) -> Response:
-        name = request.path_params["name"]
-
-        def check(store: MemoryStore) -> Verified:
-            report = verify_agent(store, name)
-            return Verified(report.ok, report.message, store.clock.now_us())
-
-        try:
-            data.verified[name] = data.run(name, check)
-        except Exception as exc:
-            data.verified[name] = Verified(False, error_text(exc), 0)
-        return page(request, "verified.html", name=name, result=data.verified[name])
-
-    def confirm(request: Request, form: FormData) -> Response:
-        name = request.path_params["name"]
-        mode, keys, category = _selection(form)
-        if mode == "category":
-            assert category is not None
-            _, _, usage = data.usage(name)
-            count, nbytes = usage[category].count, usage[category].bytes
-            shown_keys: list[str] = []
-        else:
-            infos = data.run(name, lambda store: describe_keys(store, name, keys))
-            count, nbytes = len(infos), sum(e.size for e in infos)
-            shown_keys = [e.key for e in infos]
-        return page(request, "confirm.html", name=name, mode=mode, keys=keys,
-                    category=category, count=count, nbytes=nbytes, shown_keys=shown_keys)
-
-    def delete(request: Request, form: FormData) -> Response:
-        name = request.path_params["name"]
-        mode, keys, category = _selection(form)
-
-        def remove(store: MemoryStore) -> int:
-            deployer = store.deployer(name)  # exactly what `agent memory delete` calls
-            if mode == "category":
-                return deployer.delete_category(category or "")
-            if mode == "key":
-                return deployer.delete_key(keys[0])
-            return deployer.delete_keys(keys)
-
-        removed = data.run(name, remove)
-        done = f"Removed {removed} {'entry' if removed == 1 else 'entries'}"
-        return RedirectResponse(request.url_for("agent", name=name).include_query_params(
-            done=done), status_code=303)
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
+    env.globals.update(csrf_field=CSRF_FIELD, categories=list(Category), sorts=SORTS,
+                       marks=marks, url_for=_url_for)
+    templates = Jinja2Templates(env=env)
 
     routes = [
-        Route("/", overview, name="overview"),
-        Route("/agents/{name}", agent, name="agent"),
-        Route("/agents/{name}/history", history, name="history"),
-        Route("/agents/{name}/history/chart", history_chart, name="chart"),
-        Route("/agents/{name}/verify", posted(verify), methods=["POST"], name="verify"),
-        Route("/agents/{name}/delete/confirm", posted(confirm), methods=["POST"],
+        Route("/", pages.overview, name="overview"),
+        Route("/agents/{name}", pages.agent, name="agent"),
+        Route("/agents/{name}/entry", pages.entry, name="entry"),
+        Route("/agents/{name}/export.{kind}", pages.export, name="export"),
+        Route("/agents/{name}/history", pages.history, name="history"),
+        Route("/agents/{name}/history/chart", pages.history_chart, name="chart"),
+        Route("/agents/{name}/history/export.{kind}", pages.history_export,
+              name="history_export"),
+        Route("/agents/{name}/verify", actions.verify, methods=["POST"], name="verify"),
+        Route("/agents/{name}/delete/confirm", actions.confirm, methods=["POST"],
               name="confirm"),
-        Route("/agents/{name}/delete", posted(delete), methods=["POST", "DELETE"],
+        Route("/agents/{name}/delete", actions.delete, methods=["POST", "DELETE"],
               name="delete"),
+        Route("/logout", actions.logout, methods=["POST"], name="logout"),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         data.close()
 
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
-                    lifespan=lifespan)
-    return Guard(app, secrets_, allowed_hosts(host, port), protections)
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={HTTPException: _http_error})
+    app.state.data = data
+    app.state.templates = templates
+    app.state.sessions = sessions
+    app.state.protections = protections
+    app.state.cookie = cookie_name(port)
+    return Guard(app, sessions, allowed_hosts(host, port), port, protections)
 
 
-def _swaps(request: Request, target: str) -> bool:
+@jinja2.pass_context
+def _url_for(context: dict[str, Any], route: str, /, **params: Any) -> URL:
+    return link(context["request"], route, **params)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
+
+
+def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """A page or action: run in a worker thread (the store is never used from the
+    event loop); anything it raises but an HTTPException becomes the error page
+    (or, for htmx, the fragment it swaps in), never a traceback."""
+    async def run(request: Request) -> Response:
+        try:
+            response: Response = await run_in_threadpool(handler, request)
+        except HTTPException:
+            raise
+        except Exception as exc:
+            return failure_page(request, exc)
+        return response
+    run.__name__ = handler.__name__
+    return run
+
+
+def failure_page(request: Request, exc: BaseException) -> Response:
+    status = 400 if getattr(exc, "code", None) else 500
+    text = error_text(exc)
+    if request.headers.get("hx-request") == "true":  # htmx swaps it where the answer goes
+        return render(request, "problem.html", status, message=text)
+    return render(request, "error.html", status, message=text)
+
+
+
+def swaps(request: Request, target: str) -> bool:
     """An htmx request that replaces only ``#target`` (not a history restore, which
     wants the whole page)."""
     h = request.headers
     return h.get("hx-request") == "true" and h.get("hx-target") == target and \
         h.get("hx-history-restore-request") != "true"
-
-
-def _bad_category(text: str) -> Category:
-    raise invalid(f"unknown category {text[:40]!r}; expected one of "
-                  + ", ".join(c.value for c in Category))
-
-
-def _selection(form: FormData) -> tuple[str, list[str], Category | None]:
-    """What a delete form names: ``mode`` key (one key), keys (a selection) or category."""
-    mode = str(form.get("mode") or "")
-    if mode == "category":
-        text = str(form.get("category") or "")
-        return mode, [], Category(text) if text in Category.__members__ else _bad_category(text)
-    if mode == "key":
-        ref = form.get("ref")  # from the confirmation; a typed key comes as "key"
-        key = key_of(ref) if isinstance(ref, str) else str(form.get("key") or "")
-        if not key:
-            raise invalid("give the key to delete")
-        return mode, [key], None
-    if mode == "keys":
-        keys = [key_of(str(ref)) for ref in form.getlist("ref")]
-        if not keys:
-            raise invalid("select at least one entry to delete")
-        return mode, keys, None
-    raise invalid("unknown kind of deletion")
-
-
-def _time(text: str | None, what: str) -> int | None:
-    """An RFC 3339 time, or a browser's ``YYYY-MM-DDTHH:MM`` taken as UTC."""
-    if not text:
-        return None
-    candidate = text if text[-1:] in "Zz" or "+" in text[10:] else text + (
-        ":00Z" if len(text) == 16 else "Z")
-    try:
-        return parse_time(candidate)
-    except ValueError:
-        raise invalid(f"{what} must be a time such as 2026-01-01T00:00:00Z") from None
-
-
-def _ts(line: dict[str, Any]) -> int:
-    try:
-        return parse_time(str(line.get("ts")))
-    except ValueError:
-        return 0

@@ -24,7 +24,7 @@ from rotifer.memory.model import Category
 from rotifer.text import human_size
 
 BUCKETS = 360
-WIDTH, HEIGHT, PAD = 720, 220, 40
+WIDTH, HEIGHT, PAD = 720, 240, 40
 #: Bottom to top (the category cleanup takes first on top).
 ORDER = (Category.PREFERENCE, Category.CONTEXT, Category.PATTERN, Category.CACHE)
 
@@ -83,25 +83,54 @@ def buckets(points: list[Point], most: int = BUCKETS) -> list[Point]:
     return list(kept.values())
 
 
-def svg(points: list[Point], quota: int) -> str:
-    """The picture as an SVG element (numbers and fixed words only: nothing a gene wrote)."""
+def nice_top(value: int) -> int:
+    """The smallest round number (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power
+    of ten) at or above ``value``: an axis that ends close above the data."""
+    step = 1
+    while True:
+        for m in (10, 12, 15, 20, 25, 30, 40, 50, 60, 80):
+            if m * step >= value * 10:
+                return max(1, m * step // 10)
+        step *= 10
+
+
+#: What the chart marks below its time axis, by audit action.
+MARKS = {"evict": "evict", "expire": "evict", "access_denied": "refusal",
+         "quota_exceeded": "refusal"}
+
+
+def svg(points: list[Point], quota: int, marks: Iterable[tuple[int, str]] = ()) -> str:
+    """The picture as an SVG element (numbers and fixed words only: nothing a gene
+    wrote).  The value axis reaches just above the highest use, so a small memory
+    still fills the picture; the quota is a dashed line when it is in range, else a
+    note.  ``marks``: (time, ``evict`` | ``refusal``) ticks under the time axis."""
     if not points:
         return ('<svg class="chart" viewBox="0 0 720 60" role="img" aria-label="no changes">'
-                '<text x="10" y="30">No changes in the log yet.</text></svg>')
+                '<text class="label" x="10" y="30">No changes in the log yet.</text></svg>')
     points = buckets(points)
     start, end = points[0].at_us, points[-1].at_us
     span = max(end - start, 1)
-    top = max(quota, *(sum(p.bytes.values()) for p in points), 1)
-    plot_w, plot_h = WIDTH - 2 * PAD, HEIGHT - 2 * PAD
+    highest = max(sum(p.bytes.values()) for p in points)
+    top = nice_top(max(highest + highest // 10, 1))
+    if quota <= top * 1.25:  # the quota is near: show it on the same scale
+        top = nice_top(quota)
+    left, plot_w, plot_h = PAD + 30, WIDTH - 2 * PAD - 30, HEIGHT - 2 * PAD
 
     def x(at: int) -> float:
-        return PAD + (at - start) * plot_w / span
+        return left + (at - start) * plot_w / span
 
-    def y(value: int) -> float:
+    def y(value: float) -> float:
         return HEIGHT - PAD - value * plot_h / top
 
     parts = [f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-             'aria-label="memory use over time by category">']
+             f'aria-label="memory use over time by category: now '
+             f'{human_size(sum(points[-1].bytes.values()))} of {human_size(quota)}">']
+    for i in range(5):  # the value axis: 0, a quarter ... the top, in bytes
+        value = top * i / 4
+        parts.append(f'<line class="grid" x1="{left}" y1="{y(value):.1f}" '
+                     f'x2="{left + plot_w}" y2="{y(value):.1f}"/><text class="tick" '
+                     f'x="{left - 4}" y="{y(value) + 4:.1f}" text-anchor="end">'
+                     f'{human_size(int(value))}</text>')
     below = [0] * len(points)
     for category in ORDER:
         above = [b + p.bytes[category] for b, p in zip(below, points, strict=True)]
@@ -112,15 +141,30 @@ def svg(points: list[Point], quota: int) -> str:
             parts.append(f'<polygon class="area {category.value.lower()}" points="{path}">'
                          f'<title>{category.value}</title></polygon>')
         below = above
-    qy = y(quota)
-    parts.append(f'<line class="quota" x1="{PAD}" y1="{qy:.1f}" x2="{WIDTH - PAD}" '
-                 f'y2="{qy:.1f}"/><text class="label" x="{WIDTH - PAD}" y="{qy - 4:.1f}" '
-                 f'text-anchor="end">quota {human_size(quota)}</text>')
-    parts.append(f'<text class="label" x="{PAD}" y="{HEIGHT - 12}">{format_time(start)[:19]}'
-                 f'</text><text class="label" x="{WIDTH - PAD}" y="{HEIGHT - 12}" '
-                 f'text-anchor="end">{format_time(end)[:19]}</text>')
-    parts.append(f'<text class="label" x="{PAD}" y="{PAD - 8}">now '
-                 f'{human_size(sum(points[-1].bytes.values()))}</text></svg>')
+    if quota <= top:
+        qy = y(quota)
+        parts.append(f'<line class="quota" x1="{left}" y1="{qy:.1f}" x2="{left + plot_w}" '
+                     f'y2="{qy:.1f}"/><text class="label" x="{left + plot_w}" '
+                     f'y="{qy - 4:.1f}" text-anchor="end">quota {human_size(quota)}</text>')
+    else:
+        parts.append(f'<text class="label" x="{left + plot_w}" y="{PAD - 8}" '
+                     f'text-anchor="end">quota {human_size(quota)} (above the chart)</text>')
+    base = HEIGHT - PAD
+    parts.append(f'<line class="axis" x1="{left}" y1="{base}" x2="{left + plot_w}" '
+                 f'y2="{base}"/><line class="axis" x1="{left}" y1="{PAD}" x2="{left}" '
+                 f'y2="{base}"/>')
+    for i in range(4):  # the time axis: four times, UTC
+        at = start + span * i // 3
+        anchor = ("start", "middle", "middle", "end")[i]
+        parts.append(f'<text class="tick" x="{x(at):.1f}" y="{base + 16}" '
+                     f'text-anchor="{anchor}">{format_time(at)[:16].replace("T", " ")}</text>')
+    for at, kind in marks:
+        if start <= at <= end and kind in ("evict", "refusal"):
+            parts.append(f'<rect class="mark {kind}" x="{x(at) - 1:.1f}" y="{base + 20}" '
+                         f'width="2" height="8"><title>{kind}</title></rect>')
+    parts.append(f'<text class="label" x="{left}" y="{PAD - 8}">now '
+                 f'{human_size(sum(points[-1].bytes.values()))} (UTC times; marks: '
+                 f'evictions and expiries orange, refusals red)</text></svg>')
     return "".join(parts)
 
 

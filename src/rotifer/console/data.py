@@ -18,10 +18,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlencode
 
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import require_memory
 from rotifer.memory import Category, MemoryStore
+from rotifer.memory.audit_history import audit_history
 from rotifer.memory.browse import CategoryUsage, EntryInfo, Page, Sort, usage_by_category
 
 if TYPE_CHECKING:
@@ -156,14 +158,50 @@ class Listing:
     sort: Sort = "newest"
     cursor: str = ""
     limit: int = 50
+    #: The cursors of the pages before this one (the first page's is ``""``).
+    back: list[str] = field(default_factory=list)
 
-    def params(self, **change: Any) -> dict[str, str]:
+    def query(self, **change: Any) -> str:
         """The page's query string with ``change`` applied (empty values left out)."""
-        values = {"category": self.category.value if self.category else "",
-                  "prefix": self.prefix, "creator": self.creator, "q": self.contains,
-                  "sort": self.sort, "cursor": self.cursor}
+        values: dict[str, Any] = {
+            "category": self.category.value if self.category else "", "prefix": self.prefix,
+            "creator": self.creator, "q": self.contains, "sort": self.sort,
+            "cursor": self.cursor, "back": self.back}
         values.update(change)
-        return {k: v for k, v in values.items() if v and not (k == "sort" and v == "newest")}
+        pairs = [(k, v) for k, v in values.items()
+                 if v and not isinstance(v, list) and not (k == "sort" and v == "newest")]
+        pairs += [("back", c) for c in values["back"]]
+        return "?" + urlencode(pairs) if pairs else ""
+
+    def filtered(self) -> bool:
+        return bool(self.category or self.prefix or self.creator or self.contains)
+
+    def next(self, cursor: str) -> str:
+        return self.query(cursor=cursor, back=[*self.back, self.cursor])
+
+    def previous(self) -> str:
+        return self.query(cursor=self.back[-1] if self.back else "", back=self.back[:-1])
+
+    def first(self) -> str:
+        return self.query(cursor="", back=[])
+
+    def sorted_by(self, sort: str) -> str:
+        return self.query(sort=sort, cursor="", back=[])
+
+    @property
+    def position(self) -> int:
+        """The number of entries on the pages before this one."""
+        return len(self.back) * self.limit
+
+    def matched(self, view: AgentPage) -> int | None:
+        """How many entries the filters match, when the page knows without a count
+        (no filter, or a category alone); else ``None``."""
+        if self.prefix or self.creator or self.contains:
+            return None
+        if self.category is None:
+            return view.total
+        usage = view.usage.get(self.category)
+        return usage.count if usage else 0
 
 
 @dataclass
@@ -189,3 +227,14 @@ def marks(entry: EntryInfo, page: AgentPage) -> list[str]:
     if entry.unbounded_preference:
         out.append("unbounded")
     return out
+
+
+def audit_lines(data: ConsoleData, agent: str, key: str | None, *, actor: str | None = None,
+                since_us: int | None = None, limit: int | None = None,
+                rolled_back: bool = True) -> list[dict[str, Any]]:
+    """The agent's audit lines (of ``key``, by ``actor``, since ``since_us``), newest
+    first, at most ``limit``, ``rolled_back`` lines included: the one place the
+    pages read the audit log (repoint it when the reading interface changes)."""
+    return data.run(agent, lambda store: list(audit_history(
+        store, agent, key=key, actor=actor, since_us=since_us, limit=limit,
+        rolled_back=rolled_back)))

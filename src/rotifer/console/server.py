@@ -15,12 +15,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from rotifer.agents.project import Project
 from rotifer.genes.errors import RotiferError
 
 from .app import create_app
-from .security import Secrets
+from .security import IDLE_SECONDS, Sessions
 
 DEFAULT_PORT = 8700
 
@@ -34,20 +35,69 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def addresses(host: str) -> list[tuple[int, str]]:
+    """Every (family, address) ``host`` names: a literal IP itself, a name each
+    address it resolves to (``localhost``: 127.0.0.1 and ::1)."""
+    found: list[tuple[Any, ...]]
     try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise RotiferError(f"cannot listen on {host} port {port}: {exc.strerror or exc} "
-                           "(choose another with --port, or --port 0 for any free one)",
+        found = list(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM))
+    except socket.gaierror as exc:
+        raise RotiferError(f"cannot resolve {host}: {exc.strerror or exc}",
                            code="CONSOLE_ADDRESS") from None
-    sock.listen(64)
-    sock.set_inheritable(True)
-    return sock
+    out: list[tuple[int, str]] = []
+    if host.lower().rstrip(".") == "localhost":
+        # Browsers resolve localhost to loopback themselves, whatever /etc/hosts says
+        # (Chromium tries [::1] first): both are the console's, or it does not start.
+        found = [(socket.AF_INET, 0, 0, "", ("127.0.0.1", 0))] + (
+            [(socket.AF_INET6, 0, 0, "", ("::1", 0, 0, 0))] if socket.has_ipv6 else []) + found
+    for family, _, _, _, sockaddr in found:
+        item = (int(family), str(sockaddr[0]))
+        if family in (socket.AF_INET, socket.AF_INET6) and item not in out:
+            out.append(item)
+    return out
+
+
+def bind(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets on every address ``host`` names, all on one port.  A name
+    it cannot bind on every one of its addresses is CONSOLE_ADDRESS: the browser
+    may try the one left to whoever holds it (Chromium tries ``[::1]`` first for
+    ``localhost``), and the token would go there."""
+    found = addresses(host)
+    for _ in range(20):  # --port 0: the first socket picks; another may hold it elsewhere
+        socks: list[socket.socket] = []
+        chosen = port
+        try:
+            for family, address in found:
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6 and address != "::":
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                try:
+                    sock.bind((address, chosen))
+                except OSError as exc:
+                    where = f"[{address}]" if ":" in address else address
+                    also = "" if address == host else f" (an address of {host})"
+                    raise _Taken(f"cannot listen on {where} port {chosen}{also}: "
+                                 f"{exc.strerror or exc}") from None
+                chosen = chosen or sock.getsockname()[1]
+        except _Taken as exc:
+            for sock in socks:
+                sock.close()
+            if port == 0 and len(socks) > 1:
+                continue  # the port picked on the first address is taken on another
+            raise RotiferError(f"{exc} (choose another with --port, or --port 0 for any "
+                               "free one)", code="CONSOLE_ADDRESS") from None
+        for sock in socks:
+            sock.listen(64)
+            sock.set_inheritable(True)
+        return socks
+    raise RotiferError(f"cannot find a port free on every address of {host}",
+                       code="CONSOLE_ADDRESS")
+
+
+class _Taken(Exception):
+    pass
 
 
 def serve(project: Project, host: str, port: int, *, allow_remote: bool,
@@ -63,21 +113,28 @@ def serve(project: Project, host: str, port: int, *, allow_remote: bool,
         warn(f"warning: the console listens on {host}, beyond this machine; anyone with "
              "the address below can read the agents' keys and delete their memory. Plain "
              "HTTP: use it only on a network you trust, or through an SSH tunnel instead.")
-    sock = bind(host, port)
-    port = sock.getsockname()[1]
-    secrets_ = Secrets()
-    app = create_app(project, host=host, port=port, secrets_=secrets_)
+    socks = bind(host, port)
+    port = socks[0].getsockname()[1]
+    # A wildcard address answers only loopback Host names (security.allowed_hosts).
+    shown_host = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(
+        host, f"[{host}]" if ":" in host else host)
+
+    def address(token: str) -> str:
+        return f"http://{shown_host}:{port}/?token={token}"
+
+    sessions = Sessions(announce=lambda token: say(
+        f"A browser signed in. To sign in another, open {address(token)}"))
+    app = create_app(project, host=host, port=port, sessions=sessions)
     # No access log: request lines would carry the token on its first use.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                             server_header=False)
     server = uvicorn.Server(config)
-    # A wildcard address answers only loopback Host names (security.allowed_hosts).
-    shown_host = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(
-        host, f"[{host}]" if ":" in host else host)
     say(f"rotifer console for {project.root}\n"
-        f"Open http://{shown_host}:{port}/?token={secrets_.token}\n"
-        "(the token signs a browser in until the console stops; Ctrl-C stops it)")
+        f"Open {address(sessions.token)}\n"
+        f"(the address signs one browser in, once; a session ends after "
+        f"{IDLE_SECONDS // 60} idle minutes or at logout; Ctrl-C stops the console)")
     try:
-        server.run(sockets=[sock])
+        server.run(sockets=socks)
     finally:
-        sock.close()
+        for sock in socks:
+            sock.close()

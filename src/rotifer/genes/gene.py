@@ -17,7 +17,7 @@ from rotifer.genes.ids import CODE_FILES, KIND_OF_CODE_FILE, GeneKind, v1_id, v2
 from rotifer.genes.phenotype import Phenotype, load_phenotype
 from rotifer.genes.registry import Registry
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # always fullmatch
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Gene:
 
 def validate_gene_name(name: str) -> None:
     """Gene names are folder names: no separators, no ``..``, no surprises."""
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InvalidGene(
             f"invalid gene name {name!r}: start with a letter or digit, then use letters, "
             "digits, '.', '_' and '-' (at most 128 characters)"

@@ -48,7 +48,7 @@ KIND_OF_CODE_FILE: dict[str, GeneKind] = {
     "index.ts": "node",
     "index.js": "node",
 }
-V2_ID_RE = re.compile(r"^v2:[0-9a-f]{64}$")
+V2_ID_RE = re.compile(r"v2:[0-9a-f]{64}")  # always fullmatch
 
 
 def canonical_json(doc: Any) -> bytes:
@@ -92,4 +92,4 @@ def v2_id(phenotype_doc: Any, code_name: str, code: bytes) -> str:
 
 
 def is_v2_id(value: str) -> bool:
-    return bool(V2_ID_RE.match(value))
+    return bool(V2_ID_RE.fullmatch(value))

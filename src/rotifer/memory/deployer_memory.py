@@ -8,7 +8,7 @@ changes are audited with actor ``deployer``.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -102,11 +102,22 @@ class DeployerMemory:
 
         return self.store.change(self.agent_id, DEPLOYER, body, key)
 
-    def delete_category(self, category: Category | str) -> int:
+    def delete_category(self, category: Category | str, *,
+                        expect: tuple[int, int] | None = None) -> int:
+        """Remove every entry of ``category``.  With ``expect`` (the count and bytes a
+        confirmation showed), only if the category still holds exactly that, checked
+        in the deleting transaction: else MEMORY_INVALID_INPUT saying what it holds
+        now, and nothing is removed."""
         wanted = parse_category(category)
 
         def body(tx: Transaction, record: AgentRecord, change: Change) -> int:
             rows = list(tx.iter_newest(self.agent_id, category=wanted))
+            now = (len(rows), sum(r.size for r in rows))
+            if expect is not None and now != tuple(expect):
+                change.error = Changed(
+                    f"{wanted.value} holds {_amount(*now)} now, not the "
+                    f"{_amount(*expect)} confirmed; nothing was deleted", [])
+                return 0
             return _deployer_delete(tx, record, change, rows)
 
         return self.store.change(self.agent_id, DEPLOYER, body)
@@ -123,11 +134,14 @@ class DeployerMemory:
 
         return self.store.change(self.agent_id, DEPLOYER, body)
 
-    def delete_keys(self, keys: Sequence[str]) -> int:
+    def delete_keys(self, keys: Sequence[str], *,
+                    expect: Mapping[str, int] | None = None) -> int:
         """Remove a selection of entries in one change, audited like :meth:`delete_key`
         (one ``deployer_delete`` line each).  All or nothing: a key with no entry
         (deleted or expired since it was selected) is MEMORY_NOT_FOUND naming it,
-        and nothing is removed."""
+        and nothing is removed.  With ``expect`` (key -> the entry's ``seq`` a
+        confirmation showed), an entry written since is :class:`Changed` naming
+        the keys, and nothing is removed."""
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             raise invalid("no keys selected")
@@ -142,9 +156,29 @@ class DeployerMemory:
                     change.error = AgentMemoryError(ErrorCode.NOT_FOUND, f"no memory entry {key!r}")
                     return 0
                 rows.append(row)
+            if expect is not None:
+                changed = [r.key for r in rows if expect.get(r.key) != r.seq]
+                if changed:
+                    change.error = Changed(
+                        f"{len(changed)} of the {len(rows)} entries changed since they "
+                        "were confirmed; nothing was deleted", changed)
+                    return 0
             return _deployer_delete(tx, record, change, rows)
 
         return self.store.change(self.agent_id, DEPLOYER, body)
+
+
+class Changed(AgentMemoryError):
+    """A confirmed deletion refused because the memory changed since the
+    confirmation (MEMORY_INVALID_INPUT); ``keys``: the entries that changed."""
+
+    def __init__(self, message: str, keys: builtins.list[str]) -> None:
+        super().__init__(ErrorCode.INVALID_INPUT, message)
+        self.keys = keys
+
+
+def _amount(count: int, size: int) -> str:
+    return f"{count:,} {'entry' if count == 1 else 'entries'} ({size:,} bytes)"
 
 
 def _deployer_delete(tx: Transaction, record: AgentRecord, change: Change,

@@ -14,6 +14,7 @@ import base64
 import dataclasses
 import functools
 import hashlib
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
@@ -210,6 +211,23 @@ class DataPolicy:
             "maxRetentionDays": self.max_retention_days,
             "anonymizationSupported": self.anonymization_supported,
         }
+
+
+def check_agent_id(agent_id: object) -> str:
+    """A new agent's id: a non-empty string without control or format characters
+    (a trailing line break or a bidi override would make two agents look alike)."""
+    if not isinstance(agent_id, str) or not agent_id:
+        raise invalid("agent id must be a non-empty string")
+    bad = next((c for c in agent_id if unicodedata.category(c) in _HIDDEN), None)
+    if bad is not None:
+        raise invalid(f"agent id {agent_id!r} contains the control or format character "
+                      f"U+{ord(bad):04X}")
+    return agent_id
+
+
+#: Unicode categories of characters that do not show: controls, formats (bidi
+#: overrides, zero-width ones), line and paragraph separators, surrogates.
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def check_key(key: object) -> bytes:

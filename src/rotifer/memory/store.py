@@ -29,7 +29,7 @@ from .clock import Clock, SystemClock
 from .deployer_memory import DeniedMemory, DeployerMemory
 from .errors import AgentMemoryError, ErrorCode, denied, invalid, storage
 from .gene_memory import GeneMemory, GeneMemoryAccess
-from .model import DataPolicy
+from .model import DataPolicy, check_agent_id
 
 DEFAULT_QUOTA_BYTES = 10 * 1024 * 1024
 _T = TypeVar("_T")
@@ -100,8 +100,7 @@ class MemoryStore:
     def create_agent(self, agent_id: str, quota_bytes: int = DEFAULT_QUOTA_BYTES,
                      data_policy: DataPolicy | None = None) -> None:
         """Give an agent an empty memory with its quota and data policy."""
-        if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:
-            raise invalid("agent id must be a non-empty string without NUL")
+        check_agent_id(agent_id)
         if not isinstance(quota_bytes, int) or isinstance(quota_bytes, bool) or quota_bytes <= 0:
             raise invalid("memory quota must be a positive number of bytes")
         policy = data_policy or DataPolicy()

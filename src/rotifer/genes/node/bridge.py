@@ -195,9 +195,9 @@ def _cache_file(gene: Gene, cache_dir: Path | None, modules: Path | None) -> str
     version = _typescript_version(modules)
     if version is None:
         pattern = re.compile(re.escape(digest) + r"\.ts-[0-9A-Za-z+_-]+(?:\.[0-9A-Za-z+_-]+)*"
-                             + re.escape(suffix) + "$")
+                             + re.escape(suffix))
         made = sorted(p.name for p in cache_dir.glob(f"{digest}.ts-*")
-                      if pattern.match(p.name) and not (suffix == ".js"
+                      if pattern.fullmatch(p.name) and not (suffix == ".js"
                                                         and p.name.endswith(".mjs.js")))
         version_file = made[-1] if made else f"{digest}.ts-none{suffix}"
         return str(cache_dir / version_file)

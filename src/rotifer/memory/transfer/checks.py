@@ -17,7 +17,15 @@ from typing import Any
 from ..backend import AgentRecord, Row
 from ..clock import format_time, parse_time
 from ..errors import AgentMemoryError, ErrorCode, invalid
-from ..model import Category, DataPolicy, MemoryEntry, check_key, check_value, entry_id
+from ..model import (
+    Category,
+    DataPolicy,
+    MemoryEntry,
+    check_agent_id,
+    check_key,
+    check_value,
+    entry_id,
+)
 from ..policy import check_fits_data_policy, expires_at
 from .document import (
     FORMAT,
@@ -55,6 +63,7 @@ class ExportChecker:
         agent_id = head.get("agent")
         if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:
             raise invalid("export has no valid agent id")
+        check_agent_id(agent_id)
         self.agent_id = agent_id
         settings = head.get("settings")
         if not isinstance(settings, dict) or \
