@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable, InvalidGene
 from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, GeneMemoryAccess, MemoryEntry
 
-from .channel import Channel, Child
+from .channel import Channel, Child, Shape
 from .forkserver import server
 from .sandbox import Grant, python_read_paths, sandbox
 
@@ -132,7 +132,7 @@ def _reply(memory: GeneMemoryAccess, message: dict[str, Any]) -> dict[str, Any] 
 _NOTHING = b'{"ok":null}\n'
 
 
-def _error(gene: Gene, message: dict[str, Any]) -> BaseException:
+def _error(gene: Gene, message: dict[str, Any]) -> Exception:
     kind, text = message.get("kind"), str(message.get("message", ""))
     if kind == "memory":
         try:
@@ -143,9 +143,15 @@ def _error(gene: Gene, message: dict[str, Any]) -> BaseException:
         return GeneRejected(str(message.get("code") or ""), text)
     if kind == "invalid":
         return InvalidGene(text)
-    if kind == "interrupted":
-        return KeyboardInterrupt()
     return GeneFailed(text)
+
+
+#: What the child may send (contain/channel.py's allowlist): the four calls,
+#: and these kinds of error.  No kind says the run was interrupted: a gene's
+#: own KeyboardInterrupt (even from a SIGINT it sent its own process) is its
+#: failure; the user's Ctrl-C reaches rotifer, never the child (its own session).
+CALLS = Shape(frozenset({"type", "op", "args"}), frozenset({"read", "write", "query", "delete"}))
+ERRORS = frozenset({"memory", "rejected", "invalid", "failed"})
 
 
 def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
@@ -195,7 +201,7 @@ def _converse(channel: Channel, gene: Gene, code: str, input: Any, memory: GeneM
     channel.restart_deadline(deadline_s)
     return channel.converse(lambda message: _reply(memory, message),
                             lambda message: _error(gene, message),
-                            lambda line: sink(gene.name, line))
+                            lambda line: sink(gene.name, line), calls=CALLS, errors=ERRORS)
 
 
 def _stderr_sink(name: str, line: str) -> None:
