@@ -45,6 +45,7 @@ from rotifer.genes.errors import (
     RotiferError,
 )
 from rotifer.memory import DEFAULT_QUOTA_BYTES, AgentMemoryError, DataPolicy
+from rotifer.memory.private import private_dir
 
 from . import containment
 from .containment import Containment
@@ -308,7 +309,7 @@ class Agents:
         (two concurrent creates of one name: exactly one wins)."""
         data = json.dumps(spec.to_json(), indent=2) + "\n"
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.dir)
             fd, tmp = tempfile.mkstemp(prefix=".agent.", suffix=".tmp", dir=self.dir)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from rotifer.genes.errors import GeneFailed, GeneUnavailable
 from rotifer.genes.gene import Gene
+from rotifer.memory.private import private_dir
 
 TRANSPILER = Path(__file__).with_name("transpile.js")
 #: The transpile step is rotifer's, not the gene's time: bounded on its own.
@@ -114,7 +115,7 @@ def write_cache(path: Path | None, js: str) -> None:
     body = hashlib.sha256(js.encode("utf-8")).hexdigest()
     text = _HEADER.format(digest=digest, version=version, body=body) + js
     with contextlib.suppress(OSError):
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")  # 0600
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
