@@ -20,8 +20,9 @@ from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable, Inva
 from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, GeneMemoryAccess, MemoryEntry
 
 from .channel import Channel, Child, Shape
+from .exposure import refuse_exposed
 from .forkserver import server
-from .sandbox import Grant, python_read_paths, sandbox
+from .sandbox import SYSTEM_READ, Grant, python_read_paths, sandbox
 
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene
@@ -164,6 +165,7 @@ def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
     except UnicodeDecodeError:
         raise GeneFailed(f"gene '{gene.name}': {gene.code_file.name} is not UTF-8") from None
     read = [*python_read_paths(), str(gene.path)]
+    refuse_exposed(gene.name, gene.path, [*SYSTEM_READ, *read])
     with sandbox(gene.name, read, grant) as box:
         request = {"cwd": str(gene.path), "env": box.env, "plan": box.plan.to_message()}
 

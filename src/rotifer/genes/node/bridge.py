@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.contain.channel import Channel, Shape
-from rotifer.genes.contain.sandbox import CONTAINED, Grant, sandbox
+from rotifer.genes.contain.exposure import refuse_exposed
+from rotifer.genes.contain.sandbox import CONTAINED, SYSTEM_READ, Grant, sandbox
 from rotifer.genes.errors import GeneFailed, GeneUnavailable
 from rotifer.genes.gene import Gene
 from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess, MemoryEntry
@@ -196,6 +197,7 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
             str(gene.path), "/proc/self", "/sys/fs/cgroup", "/etc/ssl"]
     if modules is not None:
         read.append(str(modules))
+    refuse_exposed(gene.name, gene.path, [*SYSTEM_READ, *read])
     with sandbox(gene.name, read, grant) as box:
         start["js"] = transpiler.javascript(gene, source, node=node, modules=modules,
                                             cache_dir=cache_dir, preexec=box.plan.apply,
