@@ -166,3 +166,18 @@ def test_every_stream_together_is_capped_at_1_mib(tmp_path: Path, kind: str) -> 
         trusted = run(root, "agent", "run", "t", "--input", "0")
         assert trusted.returncode == 0
         assert len(trusted.stderr.encode()) > 6 << 20
+
+
+def test_an_agent_may_pass_on_more_output(tmp_path: Path) -> None:
+    """``agent create --gene-output MIB``: the cap is per agent."""
+    root = init_project(tmp_path / "proj")
+    add_gene(root, "loud", PY_FLOOD)
+    wrap(root, "loud")
+    ok(root, "agent", "create", "a", "--genes", "loud", "--gene-output", "4")
+    assert "output 4 MiB" in ok(root, "agent", "list")
+    done = run(root, "agent", "run", "a", "--input", "0")
+    assert done.returncode == 0, done.stderr[-500:]
+    assert 3 << 20 < len(done.stderr.encode()) < (4 << 20) + (64 << 10)  # with "[loud] "s
+    assert done.stderr.count("bytes of output dropped") == 1
+    refused(root, "INVALID_AGENT", "agent", "create", "b", "--genes", "loud",
+            "--gene-output", "0")

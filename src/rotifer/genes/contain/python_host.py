@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable, InvalidGene
 from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, GeneMemoryAccess, MemoryEntry
 
-from .channel import Channel, Child, Shape
+from .channel import MAX_OUTPUT_BYTES, Channel, Child, Shape
 from .exposure import refuse_exposed
 from .forkserver import server
 from .sandbox import SYSTEM_READ, Grant, python_read_paths, sandbox
@@ -156,7 +156,8 @@ ERRORS = frozenset({"memory", "rejected", "invalid", "failed"})
 
 
 def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
-                  agent: str | None, log_sink: LogSink | None, grant: Grant) -> Any:
+                  agent: str | None, log_sink: LogSink | None, grant: Grant,
+                  max_output: int = MAX_OUTPUT_BYTES) -> Any:
     """Run a Python gene in a confined child; the same results and errors as
     :func:`rotifer.genes.python.run_python_gene`."""
     sink = log_sink or _stderr_sink
@@ -175,7 +176,7 @@ def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
 
         channel = Channel(
             name=gene.name, what="Python", deadline_s=STARTUP_ALLOWANCE_S + deadline_s,
-            spawn=spawn, on_output=lambda line: sink(gene.name, line),
+            spawn=spawn, on_output=lambda line: sink(gene.name, line), max_output=max_output,
             timeout_message=f"gene '{gene.name}' ran past its deadline of {deadline_s:g} s")
         try:
             return _converse(channel, gene, code, input, memory, deadline_s, agent, sink)

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rotifer.genes.contain.channel import Channel, Shape
+from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES, Channel, Shape
 from rotifer.genes.contain.exposure import refuse_exposed
 from rotifer.genes.contain.sandbox import CONTAINED, SYSTEM_READ, Grant, sandbox
 from rotifer.genes.errors import GeneFailed, GeneUnavailable
@@ -163,7 +163,8 @@ def _reply(memory: GeneMemoryAccess, call: dict[str, Any]) -> dict[str, Any]:
 
 def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float = 10.0,
                   agent: str | None = None, log_sink: LogSink | None = None,
-                  cache_dir: Path | None = None, grant: Grant = CONTAINED) -> Any:
+                  cache_dir: Path | None = None, grant: Grant = CONTAINED,
+                  max_output: int = MAX_OUTPUT_BYTES) -> Any:
     """Run ``gene`` (kind ``node``) on ``input`` with its memory calls served by ``memory``.
 
     ``cache_dir`` keeps TypeScript transpiled to JavaScript, by the SHA-256 of
@@ -191,7 +192,7 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
         start["js"] = transpiler.javascript(gene, source, node=node, modules=modules,
                                             cache_dir=cache_dir, preexec=None, env=None)
         channel = Channel(argv, name=gene.name, what="Node.js", deadline_s=deadline_s,
-                          cwd=str(gene.path), max_message=MAX_MESSAGE_BYTES)
+                          cwd=str(gene.path), max_message=MAX_MESSAGE_BYTES, max_output=max_output)
         return _converse(channel, gene, start, memory, log_sink)
     read = [str(Path(os.path.realpath(node)).parent.parent), str(RUNNER.parent),
             str(gene.path), "/proc/self", "/sys/fs/cgroup", "/etc/ssl"]
@@ -204,7 +205,7 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
                                             env=box.env)
         channel = Channel(argv, name=gene.name, what="Node.js", deadline_s=deadline_s,
                           cwd=str(gene.path), env=box.env, preexec=box.plan.apply,
-                          max_message=MAX_MESSAGE_BYTES)
+                          max_message=MAX_MESSAGE_BYTES, max_output=max_output)
         return _converse(channel, gene, start, memory, log_sink)
 
 
