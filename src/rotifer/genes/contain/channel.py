@@ -394,9 +394,11 @@ class Channel:
             raise self.violation("a message that is not JSON") from None
         if not isinstance(message, dict):
             raise self.violation("a message that is not a JSON object")
-        # Nesting: counting brackets is one C pass each and bounds the depth,
-        # so only a message with many of them is walked (see too_deep).
-        if line.count(b"[") + line.count(b"{") > MAX_NESTING and too_deep(message):
+        # Nesting: a line this short cannot hold that many brackets; counting
+        # them is one C pass each and bounds the depth, so only a message with
+        # many of them is walked (see too_deep).
+        if len(line) > MAX_NESTING and line.count(b"[") + line.count(b"{") > MAX_NESTING \
+                and too_deep(message):
             raise self.violation(f"a message nested more than {MAX_NESTING} deep")
         return message
 
