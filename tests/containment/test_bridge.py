@@ -17,6 +17,7 @@ And the child builds the entries the parent sends from cached parts
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -142,3 +143,19 @@ def test_large_messages_both_ways_and_lines_split_across_reads(tmp_path: Path) -
         result = express(gene, None, memory, deadline_s=300, grant=CONTAINED)
         assert result == {"text": "x" * (24 << 20), "n": 200}
         assert memory.read_memory("b/big").value == b"w" * (1 << 20)  # type: ignore[union-attr]
+
+
+def test_the_nesting_limit_is_exact_and_walks_no_recursion() -> None:
+    """200 levels of arrays and objects are a message; 201 are a protocol
+    violation (contain/channel.py); the walk has a stack of its own."""
+    from rotifer.genes.contain.channel import MAX_NESTING, too_deep
+
+    deep: dict[str, list[Any]] = {"a": []}
+    inner: list[Any] = deep["a"]
+    for _ in range(MAX_NESTING - 2):
+        inner.append([])
+        inner = inner[0]
+    assert not too_deep(deep)  # 200 deep
+    inner.append({})
+    assert too_deep(deep)
+    assert not too_deep({"type": "log", "line": "[" * 5000})  # brackets in text are text
