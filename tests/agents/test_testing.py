@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 from typing import Any
 
 import pytest
@@ -116,13 +119,19 @@ def test_expected_errors(project: Project) -> None:
 
 
 def test_interrupt_still_drops_the_memory(project: Project) -> None:
-    # A real SIGINT while the gene runs (a KeyboardInterrupt the gene raises
-    # itself is its failure, not an interruption).
-    write_gene(project.genes_dir, "g", "import os, signal, time\n\ndef express(i, ctx):\n"
-               "    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n")
+    # A real SIGINT to rotifer while the gene runs (a KeyboardInterrupt the
+    # gene raises itself, or a SIGINT it sends its own process, is its
+    # failure, not an interruption: tests/containment/test_hostile_bridge.py).
+    write_gene(project.genes_dir, "g", "import time\n\ndef express(i, ctx):\n"
+               "    time.sleep(30)\n")
     write_tests(project, "g", [{"input": 1}])
-    with pytest.raises(KeyboardInterrupt):
-        run_tests(project, "g")
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_tests(project, "g")
+    finally:
+        timer.cancel()
     assert agents_in_store(project) == []
 
 

@@ -275,8 +275,9 @@ FORGER = r'''
 import json, os, sys
 def express(input, ctx):
     fd_in, fd_out = int(sys.argv[-2]), int(sys.argv[-1])
-    call = {"type": "call", "op": "read", "args": {"key": "vault/token"},
-            "gene": input["victim"], "actor": input["victim"], "geneId": input["victim"]}
+    call = {"type": "call", "op": "read", "args": {"key": "vault/token"}}
+    if input["named"]:  # fields naming the victim: not the protocol's
+        call.update(gene=input["victim"], actor=input["victim"], geneId=input["victim"])
     os.write(fd_out, (json.dumps(call) + "\n").encode())
     reply = b""
     while not reply.endswith(b"\n"):
@@ -286,17 +287,24 @@ def express(input, ctx):
 
 
 def test_a_forged_bridge_request_acts_as_the_gene_that_sent_it(tmp_path: Path) -> None:
-    """The gene writes a call onto its pipe naming the secret gene's id in every
-    field it can think of: the parent serves it as the gene it started there."""
+    """The gene writes a call of its own onto its pipe: the parent serves it as
+    the gene it started there.  Naming the secret gene's id in every field it
+    can think of is not the protocol (an allowlist of a call's fields): the
+    gene broke it, and the run fails (issue 30)."""
     root = init_project(tmp_path / "proj")
     add_gene(root, "secret", SECRET, domain="vault")
     add_gene(root, "forger", FORGER, domain="other")
     victim = wrap(root, "secret")
     wrap(root, "forger")
     ok(root, "agent", "create", "a", "--genes", "secret,forger")
-    out = json.loads(ok(root, "agent", "run", "a", "--input", json.dumps({"victim": victim})))
+    value = {"victim": victim, "named": False}
+    out = json.loads(ok(root, "agent", "run", "a", "--input", json.dumps(value)))
     assert out == {"ok": None} or out.get("error", {}).get("code") == "MEMORY_ACCESS_DENIED", out
     assert "aHVudGVyMg" not in json.dumps(out)  # base64 of the secret value
+    value["named"] = True
+    line = last_line(refused(root, "GENE_FAILED", "agent", "run", "a", "--input",
+                             json.dumps(value)))
+    assert "gene 'forger' broke the bridge protocol" in line, line
     ok(root, "agent", "audit", "verify", "a")
 
 

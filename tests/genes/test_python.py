@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from rotifer.genes.contain.sandbox import Grant
 from rotifer.genes.errors import (
     GeneFailed,
     GeneRejected,
@@ -133,8 +134,11 @@ def test_crashes_are_gene_failed(tmp_path: Path, code: str | bytes, message: str
 
 
 def test_a_real_sigint_is_an_interruption_even_if_the_gene_swallows_it(tmp_path: Path) -> None:
-    """The gene sends itself a real SIGINT (what Ctrl-C delivers) and catches the
-    KeyboardInterrupt: the run is still interrupted, and the handler is restored."""
+    """A trusted gene (in this process) sends itself a real SIGINT (what Ctrl-C
+    delivers) and catches the KeyboardInterrupt: the run is still interrupted,
+    and the handler is restored.  Contained, the same signal reaches only the
+    gene's own process (the user's Ctrl-C never does: a session of its own), so
+    it is the gene's failure (issue 30, finding 6)."""
     import signal
 
     before = signal.getsignal(signal.SIGINT)
@@ -143,8 +147,10 @@ def test_a_real_sigint_is_an_interruption_even_if_the_gene_swallows_it(tmp_path:
                             "        time.sleep(5)\n"
                             "    except KeyboardInterrupt:\n        return 'swallowed'\n")
     with pytest.raises(KeyboardInterrupt):
-        express(g, None, DeniedMemory())
+        express(g, None, DeniedMemory(), grant=Grant(trusted=True))
     assert signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(GeneFailed, match="interrupted by a signal to its own process"):
+        express(g, None, DeniedMemory())
     g = gene(tmp_path, "h", "def express(input, ctx):\n    raise KeyboardInterrupt('mine')\n")
     with pytest.raises(GeneFailed, match=r"KeyboardInterrupt \(raised by the gene itself\)"):
         express(g, None, DeniedMemory())

@@ -10,7 +10,10 @@ becomes, in ``.rotifer/agents/NAME.json``::
 uncontained (every run says so once on stderr); ``allowTcp`` lets a contained
 gene connect to those TCP ports (and create TCP sockets: nothing else);
 ``geneMemoryMiB`` is the data-size limit of each contained gene (default
-:data:`~rotifer.genes.contain.sandbox.DEFAULT_MEMORY_MIB`).
+:data:`~rotifer.genes.contain.sandbox.DEFAULT_MEMORY_MIB`); ``geneOutputMiB``
+(``--gene-output MIB``) how much of a gene's output (``print``, ``ctx.log``,
+``console.log``, raw writes together) a run passes on (default 1 MiB:
+:data:`~rotifer.genes.contain.channel.MAX_OUTPUT_BYTES`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES
 from rotifer.genes.contain.sandbox import DEFAULT_MEMORY_MIB, Grant
 from rotifer.genes.errors import InvalidAgent
 
@@ -28,9 +32,15 @@ class Containment:
     trust: tuple[str, ...] = ()
     allow_tcp: dict[str, tuple[int, ...]] = field(default_factory=dict)
     gene_memory_mib: int | None = None
+    gene_output_mib: int | None = None
 
     def is_default(self) -> bool:
-        return not self.trust and not self.allow_tcp and self.gene_memory_mib is None
+        return (not self.trust and not self.allow_tcp and self.gene_memory_mib is None
+                and self.gene_output_mib is None)
+
+    def output_bytes(self) -> int:
+        """How much output a run of one of the agent's genes passes on."""
+        return MAX_OUTPUT_BYTES if self.gene_output_mib is None else self.gene_output_mib << 20
 
     def grant(self, gene: str) -> Grant:
         return Grant(trusted=gene in self.trust, tcp_ports=self.allow_tcp.get(gene, ()),
@@ -41,6 +51,8 @@ class Containment:
                                "allowTcp": {g: list(p) for g, p in self.allow_tcp.items()}}
         if self.gene_memory_mib is not None:
             doc["geneMemoryMiB"] = self.gene_memory_mib
+        if self.gene_output_mib is not None:
+            doc["geneOutputMiB"] = self.gene_output_mib
         return doc
 
     def summary(self) -> str:
@@ -49,6 +61,8 @@ class Containment:
         parts += [f"tcp {g}:{','.join(map(str, p))}" for g, p in self.allow_tcp.items()]
         if self.gene_memory_mib is not None:
             parts.append(f"memory {self.gene_memory_mib} MiB")
+        if self.gene_output_mib is not None:
+            parts.append(f"output {self.gene_output_mib} MiB")
         return "; ".join(parts) or "contained"
 
 
@@ -63,9 +77,10 @@ def parse(doc: object, genes: Iterable[str], where: str) -> Containment:
     gene named must be one of the agent's."""
     if doc is None:
         return Containment()
-    if not isinstance(doc, dict) or set(doc) - {"trust", "allowTcp", "geneMemoryMiB"}:
-        raise InvalidAgent(f"{where}: containment must be an object with trust, allowTcp "
-                           "and geneMemoryMiB")
+    if not isinstance(doc, dict) or set(doc) - {"trust", "allowTcp", "geneMemoryMiB",
+                                                "geneOutputMiB"}:
+        raise InvalidAgent(f"{where}: containment must be an object with trust, allowTcp, "
+                           "geneMemoryMiB and geneOutputMiB")
     known = set(genes)
     trust = doc.get("trust", [])
     if not isinstance(trust, list) or not all(isinstance(g, str) for g in trust):
@@ -81,15 +96,21 @@ def parse(doc: object, genes: Iterable[str], where: str) -> Containment:
     if mib is not None and (isinstance(mib, bool) or not isinstance(mib, int) or mib < 16):
         raise InvalidAgent(f"{where}: geneMemoryMiB must be a whole number of MiB, at least "
                            f"16, got {mib!r}")
+    out = doc.get("geneOutputMiB")
+    if out is not None and (isinstance(out, bool) or not isinstance(out, int)
+                            or not 1 <= out <= 1024):
+        raise InvalidAgent(f"{where}: geneOutputMiB must be a whole number of MiB from 1 to "
+                           f"1024, got {out!r}")
     return Containment(
         trust=tuple(dict.fromkeys(trust)),
         allow_tcp={g: tuple(sorted({_port(p, where) for p in ports})) for g, ports in tcp.items()},
-        gene_memory_mib=mib)
+        gene_memory_mib=mib, gene_output_mib=out)
 
 
 def from_options(trust: Iterable[str], allow_tcp: Iterable[str], gene_memory: int | None,
-                 genes: Iterable[str]) -> Containment:
-    """``--trust GENE``, ``--allow-tcp GENE:PORT`` (repeated), ``--gene-memory MIB``."""
+                 genes: Iterable[str], gene_output: int | None = None) -> Containment:
+    """``--trust GENE``, ``--allow-tcp GENE:PORT`` (repeated), ``--gene-memory MIB``,
+    ``--gene-output MIB``."""
     tcp: dict[str, list[int]] = {}
     for item in allow_tcp:
         gene, _, port = item.rpartition(":")
@@ -99,4 +120,6 @@ def from_options(trust: Iterable[str], allow_tcp: Iterable[str], gene_memory: in
     doc: dict[str, Any] = {"trust": list(trust), "allowTcp": tcp}
     if gene_memory is not None:
         doc["geneMemoryMiB"] = gene_memory
+    if gene_output is not None:
+        doc["geneOutputMiB"] = gene_output
     return parse(doc, genes, "agent create")

@@ -45,6 +45,7 @@ from rotifer.genes.errors import (
     RotiferError,
 )
 from rotifer.memory import DEFAULT_QUOTA_BYTES, AgentMemoryError, DataPolicy
+from rotifer.memory.private import private_dir
 
 from . import containment
 from .containment import Containment
@@ -301,9 +302,8 @@ class Agents:
                                  names)
         # Grants for genes no longer in the agent go with them.
         kept = spec.containment
-        grants = Containment(tuple(g for g in kept.trust if g in names),
-                             {g: p for g, p in kept.allow_tcp.items() if g in names},
-                             kept.gene_memory_mib)
+        grants = replace(kept, trust=tuple(g for g in kept.trust if g in names),
+                         allow_tcp={g: p for g, p in kept.allow_tcp.items() if g in names})
         new = replace(spec, genes=names, composition=comp, containment=grants)
         self._write(self.spec_path(name), new, exclusive=False)
         return new
@@ -322,7 +322,7 @@ class Agents:
         (two concurrent creates of one name: exactly one wins)."""
         data = json.dumps(spec.to_json(), indent=2) + "\n"
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.dir)
             fd, tmp = tempfile.mkstemp(prefix=".agent.", suffix=".tmp", dir=self.dir)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:

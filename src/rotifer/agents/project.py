@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import InvalidAgent, ProjectNotFound, RotiferError
+from rotifer.memory.private import private_dir, secure
 
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene
@@ -58,8 +59,8 @@ class Project:
         (fine if they exist)."""
         project = cls(root)
         try:
-            project.dot.mkdir(parents=True, exist_ok=True)
-            project.agents_dir.mkdir(exist_ok=True)
+            private_dir(project.agents_dir)  # .rotifer/ and agents/: 0700 (memory/private.py)
+            secure(project.dot)
             project.genes_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RotiferError(f"cannot create the project in {project.root}: "
@@ -78,10 +79,12 @@ class Project:
                     f"{root} ({how}) is not a rotifer project: it has no {DOT}/ folder "
                     "(run `rotifer init` there)"
                 )
+            secure(root / DOT)
             return cls(root)
         here = Path(start if start is not None else Path.cwd()).resolve()
         for folder in (here, *here.parents):
             if (folder / DOT).is_dir():
+                secure(folder / DOT)
                 return cls(folder)
         raise ProjectNotFound(
             f"no {DOT}/ folder in {here} or any folder above it (run `rotifer init`, "

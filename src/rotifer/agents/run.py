@@ -131,7 +131,8 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
         def runner(gene: Gene, value: Any, memory: GeneMemoryAccess) -> Any:
             return express(gene, value, memory, deadline_s=deadline_s,
                            cache_dir=project.cache_dir, agent=name,
-                           log_sink=log_sink, grant=grant_of(gene.name))
+                           log_sink=log_sink, grant=grant_of(gene.name),
+                           max_output=spec.containment.output_bytes())
 
         return run_composition(spec.composition, genes, input, memory_for, runner)
     finally:

@@ -88,10 +88,14 @@ def _data_policy(path: Path | None) -> DataPolicy | None:
               help="let a contained gene connect to this TCP port (repeat for more)")
 @click.option("--gene-memory", "gene_memory", type=int, metavar="MIB",
               help="the data-size limit of each contained gene, in MiB (default 1024)")
+@click.option("--gene-output", "gene_output", type=int, metavar="MIB",
+              help="how much output (print, log, raw writes) a gene's run passes on, in MiB "
+                   "(default 1)")
 @click.pass_context
 def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], composition: str,
                    quota: str | None, policy_file: Path | None, trust: tuple[str, ...],
-                   allow_tcp: tuple[str, ...], gene_memory: int | None) -> None:
+                   allow_tcp: tuple[str, ...], gene_memory: int | None,
+                   gene_output: int | None) -> None:
     """Create agent NAME from genes, with an empty memory of its own.
 
     Example:
@@ -108,7 +112,7 @@ def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], compos
     quota_bytes = DEFAULT_QUOTA_BYTES if quota is None else parse_size(quota)
     policy = _data_policy(policy_file)
     gene_names = _gene_list(genes)
-    grants = from_options(trust, allow_tcp, gene_memory, gene_names)
+    grants = from_options(trust, allow_tcp, gene_memory, gene_names, gene_output)
     spec = Agents(project).create(name, gene_names, composition, quota_bytes, policy, grants)
     click.echo(f"Created agent '{spec.name}': genes {', '.join(spec.genes)} ({spec.composition}), "
                f"memory quota {common.human_size(quota_bytes)}")

@@ -196,6 +196,16 @@ def doctor_command() -> None:
         click.echo("Python and Node genes run contained.")
     else:
         click.echo("Python and Node genes run, but not every promise holds (see above).")
+    click.echo(_store_permissions())
+
+
+def _store_permissions() -> str:
+    """doctor's line on the nearest store's permissions (reported, not changed)."""
+    from rotifer.memory.private import describe
+
+    here = Path.cwd()
+    return describe(next((f / ".rotifer" for f in (here, *here.parents)
+                          if (f / ".rotifer").is_dir()), None))
 
 
 def _register_subcommands() -> None:

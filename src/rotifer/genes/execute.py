@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES
 from rotifer.genes.contain.sandbox import CONTAINED, Grant
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, InvalidInput
 from rotifer.genes.gene import Gene
@@ -31,7 +32,7 @@ def _level_dropped(sink: LogSink, name: str) -> Callable[[int, str], None]:
 def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
             deadline_s: float = DEFAULT_DEADLINE_S, cache_dir: Path | None = None,
             agent: str | None = None, log_sink: LogSink | None = None,
-            grant: Grant = CONTAINED) -> Any:
+            grant: Grant = CONTAINED, max_output: int = MAX_OUTPUT_BYTES) -> Any:
     """Run ``gene`` on ``input`` with ``memory`` as what its memory calls reach.
 
     A Python or Node gene runs contained (:mod:`rotifer.genes.contain`) unless
@@ -45,14 +46,16 @@ def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
     modules (``cache_dir/wasm``) and transpiled TypeScript (``cache_dir/node``)
     are kept between runs; ``agent`` and ``log_sink`` reach a Python
     or Node gene as ``ctx.agent`` and ``ctx.log``; ``log_sink`` also gets a
-    WASM gene's log (``log``, ``trace``, WASI stdout/stderr lines).
+    WASM gene's log (``log``, ``trace``, WASI stdout/stderr lines).  ``max_output``
+    caps what a Python or Node gene's child passes on of its output, ``print``,
+    ``ctx.log`` and raw writes together (``agent create --gene-output``).
     """
     problem = problem_of(input, "input")
     if problem is not None:
         raise InvalidInput(f"gene '{gene.name}': {problem}")
     validate_input(gene.phenotype, input)
     output = _run(gene, input, memory, deadline_s=deadline_s, cache_dir=cache_dir,
-                  agent=agent, log_sink=log_sink, grant=grant)
+                  agent=agent, log_sink=log_sink, grant=grant, max_output=max_output)
     problem = problem_of(output, "output")
     if problem is not None:
         raise GeneFailed(f"gene '{gene.name}' returned a value that is not JSON: {problem}")
@@ -61,7 +64,7 @@ def express(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
 
 def _run(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
          cache_dir: Path | None, agent: str | None, log_sink: LogSink | None,
-         grant: Grant) -> Any:
+         grant: Grant, max_output: int) -> Any:
     if gene.kind == "python":
         if grant.trusted:
             from rotifer.genes.python import run_python_gene
@@ -71,7 +74,7 @@ def _run(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
         from rotifer.genes.contain.python_host import run_contained
 
         return run_contained(gene, input, memory, deadline_s=deadline_s, agent=agent,
-                             log_sink=log_sink, grant=grant)
+                             log_sink=log_sink, grant=grant, max_output=max_output)
     if gene.kind == "wasm":
         try:
             from rotifer.genes.wasm import run_wasm_code
@@ -87,6 +90,6 @@ def _run(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
         from rotifer.genes.node import run_node_gene
 
         return run_node_gene(gene, input, memory, deadline_s=deadline_s, agent=agent,
-                             log_sink=log_sink, grant=grant,
+                             log_sink=log_sink, grant=grant, max_output=max_output,
                              cache_dir=None if cache_dir is None else cache_dir / "node")
     raise GeneUnavailable(f"gene '{gene.name}' has an unknown kind {gene.kind!r}")

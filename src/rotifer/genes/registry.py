@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rotifer.genes.errors import RegistryError
+from rotifer.memory.private import private_dir
 
 REGISTRY_FILE = "genes.json"
 _FORMAT = 1
@@ -101,8 +102,10 @@ class Registry:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.dot_rotifer.mkdir(parents=True, exist_ok=True)
-        with open(self.dot_rotifer / (REGISTRY_FILE + ".lock"), "a+b") as lock:
+        private_dir(self.dot_rotifer)
+        lock_path = self.dot_rotifer / (REGISTRY_FILE + ".lock")
+        with os.fdopen(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600),
+                       "a+b") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
                 yield

@@ -30,6 +30,7 @@ from .deployer_memory import DeniedMemory, DeployerMemory
 from .errors import AgentMemoryError, ErrorCode, denied, invalid, storage
 from .gene_memory import GeneMemory, GeneMemoryAccess
 from .model import DataPolicy, check_agent_id
+from .private import private_dir, secure
 
 DEFAULT_QUOTA_BYTES = 10 * 1024 * 1024
 _T = TypeVar("_T")
@@ -64,9 +65,10 @@ class MemoryStore:
         rotifer_dir = Path(rotifer_dir)
         if create:
             try:
-                rotifer_dir.mkdir(parents=True, exist_ok=True)
+                private_dir(rotifer_dir)
             except OSError as exc:
                 raise storage(f"cannot create {rotifer_dir}: {exc.strerror or exc}") from exc
+        secure(rotifer_dir)
         url = url or os.environ.get("ROTIFER_MEMORY_URL") or None
         backend: Backend
         if url is None or url.startswith("sqlite:"):

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
+from rotifer.genes.jsonvalue import escaped
 from rotifer.memory.signals import signals_deferred
 
 from .jsonline import decode
@@ -36,6 +37,11 @@ MAX_MESSAGE_BYTES = 64 << 20
 MAX_OUTPUT_BYTES = 1 << 20
 #: A line of that output longer than this is passed on in pieces.
 MAX_LINE_BYTES = 8192
+#: A message from the child nested deeper than this (arrays and objects) is a
+#: protocol violation: decoding, serving and printing it must never reach
+#: Python's recursion limit (``jsonvalue`` calls an output this deep "nested
+#: too deeply" too).
+MAX_NESTING = 200
 
 OutputSink = Callable[[str], None]
 #: ``json.dumps(message, allow_nan=False)`` without building an encoder per
@@ -45,6 +51,51 @@ _ENCODE = json.JSONEncoder(allow_nan=False).encode
 #: their encoding (the child writes UTF-8): 4.5 -> 3.0 us a message; the C
 #: scanner called at once (contain/jsonline.py) cuts more.
 _DECODE = decode
+
+
+class Shape:
+    """The calls a bridge accepts: the fields a call message may have, and its ops."""
+
+    def __init__(self, fields: frozenset[str], ops: frozenset[str]) -> None:
+        self.fields = fields
+        self.ops = ops
+
+
+_LOG = {"type", "line"}
+_RESULT = {"type", "output"}
+_ERROR = frozenset({"type", "kind", "message", "code"})
+
+
+def _well_formed_error(message: dict[str, Any], kinds: frozenset[str]) -> bool:
+    return (message.get("kind") in kinds and message.keys() <= _ERROR
+            and type(message.get("message", "")) is str
+            and type(message.get("code", "")) is str)
+
+
+def _described(message: dict[str, Any]) -> str:
+    """What an unaccepted message was, for the violation (its type, quoted, cut)."""
+    kind = message.get("type")
+    if not isinstance(kind, str):
+        return "a message with no type"
+    if kind == "error":
+        shown = message.get("kind")
+        return f"an error of kind {escaped(str(shown), 40)!r} or shape it may not send"
+    return f"a {escaped(kind, 40)!r} message of a shape or at a time it may not send"
+
+
+def too_deep(value: Any) -> bool:
+    """Whether arrays and objects in ``value`` nest more than :data:`MAX_NESTING`
+    deep (walked with a stack of its own, never by recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return True
+        inner = item.values() if type(item) is dict else item
+        for child in inner:
+            if type(child) is dict or type(child) is list:
+                stack.append((child, depth + 1))
+    return False
 
 
 class Child(Protocol):
@@ -140,7 +191,8 @@ class Channel:
                  cwd: str = "", env: dict[str, str] | None = None,
                  preexec: Callable[[], None] | None = None,
                  on_output: OutputSink | None = None, timeout_message: str | None = None,
-                 max_message: int = MAX_MESSAGE_BYTES, spawn: Spawn | None = None) -> None:
+                 max_message: int = MAX_MESSAGE_BYTES, max_output: int = MAX_OUTPUT_BYTES,
+                 spawn: Spawn | None = None) -> None:
         self.name = name
         self.what = what
         self.deadline_s = deadline_s
@@ -149,7 +201,10 @@ class Channel:
             f"gene '{name}' timed out after {deadline_s:g} s (the {what} process was killed)")
         self.on_output = on_output
         self.max_message = max_message
+        self.max_output = max_output
         self._forwarded = 0
+        self._dropped = 0
+        self._log: Callable[[str], None] | None = None
         self._line = b""
         if spawn is None:
             spawn = popen(argv, name=name, what=what, cwd=cwd, env=env, preexec=preexec,
@@ -241,8 +296,9 @@ class Channel:
                 self._forward(chunk)
 
     def _forward(self, chunk: bytes) -> None:
-        """Pass whole lines on (at most :data:`MAX_OUTPUT_BYTES` in all)."""
-        if self._forwarded >= MAX_OUTPUT_BYTES:
+        """Pass whole lines on (the run's output budget: :meth:`_emit`)."""
+        if self._forwarded >= self.max_output:
+            self._dropped += len(chunk)
             return
         data = self._line + chunk
         *lines, self._line = data.split(b"\n")
@@ -254,17 +310,39 @@ class Channel:
 
     def _emit(self, line: bytes) -> None:
         assert self.on_output is not None
-        if self._forwarded >= MAX_OUTPUT_BYTES:
-            return
-        self._forwarded += len(line) + 1
-        self.on_output(line.decode("utf-8", "replace"))
-        if self._forwarded >= MAX_OUTPUT_BYTES:
-            self.on_output(f"... more output dropped (over {MAX_OUTPUT_BYTES >> 20} MiB)")
+        if self._spend(len(line) + 1):
+            self.on_output(line.decode("utf-8", "replace"))
+
+    def _spend(self, size: int) -> bool:
+        """Whether ``size`` more bytes of output fit the run's budget (one for
+        the raw output, ``print`` and ``ctx.log`` together); once one does not,
+        none after it does, and what is dropped is counted for :meth:`close`."""
+        if self._forwarded + size > self.max_output:
+            self._forwarded = self.max_output
+            self._dropped += size
+            return False
+        self._forwarded += size
+        return True
+
+    def count_output(self, line: str, log: Callable[[str], None] | None) -> None:
+        """A log line (``ctx.log``, ``print``, ``console.log``) within the budget."""
+        if log is not None:
+            self._log = log
+            if self._spend(len(line.encode("utf-8", "surrogatepass")) + 1):
+                log(line)
 
     def _flush_line(self) -> None:
         if self.on_output is not None and self._line:
             line, self._line = self._line, b""
             self._emit(line)
+
+    def _report_dropped(self) -> None:
+        """The one line saying how much output the budget dropped, if any."""
+        sink = self.on_output or self._log
+        if self._dropped and sink is not None:
+            dropped, self._dropped = self._dropped, 0
+            sink(f"... {dropped} bytes of output dropped (a gene's output, print, log and "
+                 f"raw writes together, is capped at {self.max_output} bytes a run)")
 
     def send(self, message: dict[str, Any]) -> None:
         # ASCII JSON: a reply may quote a lone surrogate a gene sent (an error
@@ -312,47 +390,66 @@ class Channel:
         del self._buffer[:end + 1]
         try:
             message = _DECODE(line.decode())
-        except ValueError:  # UnicodeDecodeError too
-            message = None
+        except (ValueError, RecursionError):  # UnicodeDecodeError too
+            raise self.violation("a message that is not JSON") from None
         if not isinstance(message, dict):
-            self._kill()
-            raise GeneFailed(f"gene '{self.name}': the {self.what} process sent a message "
-                             "that is not JSON")
+            raise self.violation("a message that is not a JSON object")
+        # Nesting: a line this short cannot hold that many brackets; counting
+        # them is one C pass each and bounds the depth, so only a message with
+        # many of them is walked (see too_deep).
+        if len(line) > MAX_NESTING and line.count(b"[") + line.count(b"{") > MAX_NESTING \
+                and too_deep(message):
+            raise self.violation(f"a message nested more than {MAX_NESTING} deep")
         return message
+
+    def violation(self, what: str) -> GeneFailed:
+        """The child broke the bridge's protocol: it is killed, and the run
+        fails as the gene's failure (never as rotifer's error)."""
+        self._kill()
+        return GeneFailed(f"gene '{self.name}' broke the bridge protocol: the {self.what} "
+                          f"process sent {what} (it was killed)")
 
     def converse(self, reply: Callable[[dict[str, Any]], dict[str, Any] | bytes],
                  error: Callable[[dict[str, Any]], BaseException],
-                 log: Callable[[str], None] | None = None,
-                 other: Callable[[str, dict[str, Any]], bool] | None = None) -> Any:
+                 log: Callable[[str], None] | None = None, *,
+                 calls: Shape, errors: frozenset[str]) -> Any:
         """Serve the child's messages until it sends its result, and return that.
 
-        The same exchange for a Python and a Node gene: a ``call`` is answered
-        with ``reply(message)`` (an object, or a line already encoded), a ``log`` line goes to ``log``, ``error``
-        makes the exception to raise, a result that is a lone
-        ``__rotifer_error`` is raised as the gene's rejection; ``other`` may
-        take a kind of message of its own (True when it did)."""
+        The same exchange for a Python and a Node gene, and only these messages
+        (an allowlist of shapes: anything else, or a field of the wrong type,
+        is a protocol violation, :meth:`violation`): a ``call`` (its fields
+        ``calls``) is answered with ``reply(message)`` (an object, or a line
+        already encoded); a ``log`` line goes to ``log``; a ``result`` ends the
+        run (a lone ``__rotifer_error`` is raised as the gene's rejection); an
+        ``error`` of a kind in ``errors`` becomes the exception ``error``
+        makes.  None of them can say the run was interrupted: only rotifer's
+        own signal handling decides that."""
         while True:
             message = self.receive()
             kind = message.get("type")
-            if kind == "call":
-                answer = reply(message)  # bytes: a line built already
-                if isinstance(answer, bytes):
-                    self.send_line(answer)
-                else:
-                    self.send(answer)
-            elif kind == "log":
-                if log is not None:
-                    log(str(message.get("line", "")))
-            elif kind == "result":
-                output = message.get("output")
+            try:
+                if kind == "call" and message.keys() <= calls.fields \
+                        and message.get("op") in calls.ops:
+                    answer = reply(message)  # bytes: a line built already
+                    if isinstance(answer, bytes):
+                        self.send_line(answer)
+                    else:
+                        self.send(answer)
+                    continue
+            except RecursionError:
+                raise self.violation("a call nested too deeply") from None
+            if kind == "log" and message.keys() == _LOG and type(message["line"]) is str:
+                self.count_output(message["line"], log)
+            elif kind == "result" and message.keys() == _RESULT:
+                output = message["output"]
                 rejected = rejection_of(output)
                 if rejected is not None:
                     raise rejected
                 return output
-            elif kind == "error":
+            elif kind == "error" and _well_formed_error(message, errors):
                 raise error(message)
-            elif other is None or not other(str(kind), message):
-                raise GeneFailed(f"gene '{self.name}': the {self.what} process sent {kind!r}")
+            else:
+                raise self.violation(_described(message))
 
     def _kill(self) -> None:
         """SIGKILL the child's process group: the child and whatever it started."""
@@ -386,3 +483,5 @@ class Channel:
                     with contextlib.suppress(OSError):
                         os.close(fd)
             self._err = None
+            self._flush_line()
+            self._report_dropped()

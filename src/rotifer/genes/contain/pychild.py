@@ -264,8 +264,9 @@ def main(in_fd: int, out_fd: int) -> None:
         last = {"type": "error", "kind": "invalid", "message": exc.message}
     except GeneFailed as exc:
         last = {"type": "error", "kind": "failed", "message": exc.message}
-    except KeyboardInterrupt:
-        last = {"type": "error", "kind": "interrupted"}
+    except KeyboardInterrupt:  # a SIGINT the gene sent its own process: the user's never reaches it
+        last = {"type": "error", "kind": "failed",
+                "message": f"gene '{gene['name']}' was interrupted by a signal to its own process"}
     else:
         last = {"type": "result", "output": output}
     for stream in (sys.stdout, sys.stderr):

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable, InvalidGene
 from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, GeneMemoryAccess, MemoryEntry
 
-from .channel import Channel, Child
+from .channel import MAX_OUTPUT_BYTES, Channel, Child, Shape
+from .exposure import refuse_exposed
 from .forkserver import server
-from .sandbox import Grant, python_read_paths, sandbox
+from .sandbox import SYSTEM_READ, Grant, python_read_paths, sandbox
 
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene
@@ -132,7 +133,7 @@ def _reply(memory: GeneMemoryAccess, message: dict[str, Any]) -> dict[str, Any] 
 _NOTHING = b'{"ok":null}\n'
 
 
-def _error(gene: Gene, message: dict[str, Any]) -> BaseException:
+def _error(gene: Gene, message: dict[str, Any]) -> Exception:
     kind, text = message.get("kind"), str(message.get("message", ""))
     if kind == "memory":
         try:
@@ -143,13 +144,20 @@ def _error(gene: Gene, message: dict[str, Any]) -> BaseException:
         return GeneRejected(str(message.get("code") or ""), text)
     if kind == "invalid":
         return InvalidGene(text)
-    if kind == "interrupted":
-        return KeyboardInterrupt()
     return GeneFailed(text)
 
 
+#: What the child may send (contain/channel.py's allowlist): the four calls,
+#: and these kinds of error.  No kind says the run was interrupted: a gene's
+#: own KeyboardInterrupt (even from a SIGINT it sent its own process) is its
+#: failure; the user's Ctrl-C reaches rotifer, never the child (its own session).
+CALLS = Shape(frozenset({"type", "op", "args"}), frozenset({"read", "write", "query", "delete"}))
+ERRORS = frozenset({"memory", "rejected", "invalid", "failed"})
+
+
 def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
-                  agent: str | None, log_sink: LogSink | None, grant: Grant) -> Any:
+                  agent: str | None, log_sink: LogSink | None, grant: Grant,
+                  max_output: int = MAX_OUTPUT_BYTES) -> Any:
     """Run a Python gene in a confined child; the same results and errors as
     :func:`rotifer.genes.python.run_python_gene`."""
     sink = log_sink or _stderr_sink
@@ -158,6 +166,7 @@ def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
     except UnicodeDecodeError:
         raise GeneFailed(f"gene '{gene.name}': {gene.code_file.name} is not UTF-8") from None
     read = [*python_read_paths(), str(gene.path)]
+    refuse_exposed(gene.name, gene.path, [*SYSTEM_READ, *read])
     with sandbox(gene.name, read, grant) as box:
         request = {"cwd": str(gene.path), "env": box.env, "plan": box.plan.to_message()}
 
@@ -167,7 +176,7 @@ def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
 
         channel = Channel(
             name=gene.name, what="Python", deadline_s=STARTUP_ALLOWANCE_S + deadline_s,
-            spawn=spawn, on_output=lambda line: sink(gene.name, line),
+            spawn=spawn, on_output=lambda line: sink(gene.name, line), max_output=max_output,
             timeout_message=f"gene '{gene.name}' ran past its deadline of {deadline_s:g} s")
         try:
             return _converse(channel, gene, code, input, memory, deadline_s, agent, sink)
@@ -195,7 +204,7 @@ def _converse(channel: Channel, gene: Gene, code: str, input: Any, memory: GeneM
     channel.restart_deadline(deadline_s)
     return channel.converse(lambda message: _reply(memory, message),
                             lambda message: _error(gene, message),
-                            lambda line: sink(gene.name, line))
+                            lambda line: sink(gene.name, line), calls=CALLS, errors=ERRORS)
 
 
 def _stderr_sink(name: str, line: str) -> None:

@@ -12,25 +12,23 @@ arrives; nothing else runs in the gene meanwhile.
 from __future__ import annotations
 
 import base64
-import contextlib
-import hashlib
-import json
 import math
 import os
-import re
 import shutil
 import subprocess
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rotifer.genes.contain.channel import Channel
-from rotifer.genes.contain.sandbox import CONTAINED, Grant, sandbox
+from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES, Channel, Shape
+from rotifer.genes.contain.exposure import refuse_exposed
+from rotifer.genes.contain.sandbox import CONTAINED, SYSTEM_READ, Grant, sandbox
 from rotifer.genes.errors import GeneFailed, GeneUnavailable
 from rotifer.genes.gene import Gene
 from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess, MemoryEntry
 from rotifer.memory.errors import invalid
+
+from . import transpiler
 
 if TYPE_CHECKING:  # the same sink type as Python genes, without importing their runner
     from rotifer.genes.python import LogSink
@@ -86,23 +84,6 @@ def node_modules_dir(gene: Gene | None = None) -> Path | None:
         if (folder / "node_modules" / "typescript" / "package.json").is_file():
             return folder / "node_modules"
     return None
-
-
-def _typescript_version(modules: Path | None) -> str | None:
-    """The version of ``modules/typescript`` (read from its package.json, without
-    loading the compiler), or None when there is none."""
-    if modules is None:
-        return None
-    try:
-        version = json.loads((modules / "typescript" / "package.json").read_text())["version"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return re.sub(r"[^0-9A-Za-z.+-]", "_", str(version)) or None
-
-
-@lru_cache(maxsize=1)
-def _runner_digest() -> bytes:
-    return hashlib.sha256(RUNNER.read_bytes()).digest()
 
 
 def install_types(root: Path) -> Path:
@@ -180,40 +161,18 @@ def _reply(memory: GeneMemoryAccess, call: dict[str, Any]) -> dict[str, Any]:
         return {"error": {"code": "MEMORY_INVALID_INPUT", "message": str(exc)}}
 
 
-def _cache_file(gene: Gene, cache_dir: Path | None, modules: Path | None) -> str | None:
-    """Where the transpiled JavaScript of ``gene`` is kept:
-    ``<sha256 of runner.js and the source>.ts-<typescript version>.js``
-    (``.mjs.js`` for an ``index.js`` written with import/export).  The runner
-    holds the compiler options and the version is the compiler's, so a changed
-    runner or a new pin misses the old output.  With no compiler installed,
-    an output of this very source and runner by any version is used (better
-    than failing)."""
-    if cache_dir is None:
-        return None
-    digest = hashlib.sha256(_runner_digest() + gene.code).hexdigest()
-    suffix = ".js" if gene.code_file.suffix == ".ts" else ".mjs.js"
-    version = _typescript_version(modules)
-    if version is None:
-        pattern = re.compile(re.escape(digest) + r"\.ts-[0-9A-Za-z+_-]+(?:\.[0-9A-Za-z+_-]+)*"
-                             + re.escape(suffix))
-        made = sorted(p.name for p in cache_dir.glob(f"{digest}.ts-*")
-                      if pattern.fullmatch(p.name) and not (suffix == ".js"
-                                                        and p.name.endswith(".mjs.js")))
-        version_file = made[-1] if made else f"{digest}.ts-none{suffix}"
-        return str(cache_dir / version_file)
-    return str(cache_dir / f"{digest}.ts-{version}{suffix}")
-
-
 def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float = 10.0,
                   agent: str | None = None, log_sink: LogSink | None = None,
-                  cache_dir: Path | None = None, grant: Grant = CONTAINED) -> Any:
+                  cache_dir: Path | None = None, grant: Grant = CONTAINED,
+                  max_output: int = MAX_OUTPUT_BYTES) -> Any:
     """Run ``gene`` (kind ``node``) on ``input`` with its memory calls served by ``memory``.
 
     ``cache_dir`` keeps TypeScript transpiled to JavaScript, by the SHA-256 of
-    the source, so a second run does not load the compiler.  The child only
-    reads it through the start message and hands a new transpilation back: a
-    contained gene writes no file outside its temporary folder.  Unless
-    ``grant.trusted``, the child is confined between fork and exec
+    the source, so a second run does not load the compiler.  Transpiling is
+    rotifer's own step (:mod:`rotifer.genes.node.transpiler`, a process that
+    runs no gene code, confined as the gene is); the runner gets only the
+    JavaScript, and nothing it sends reaches the cache.  Unless
+    ``grant.trusted``, both are confined between fork and exec
     (:mod:`rotifer.genes.contain`).
     """
     node = find_node()
@@ -222,75 +181,50 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
     except UnicodeDecodeError:
         raise GeneFailed(f"gene '{gene.name}': {gene.code_file.name} is not UTF-8") from None
     modules = node_modules_dir(gene)
-    cache_file = _cache_file(gene, cache_dir, modules)
     start = {
-        "type": "start", "code": source, "fileName": gene.code_file.name,
+        "type": "start", "fileName": gene.code_file.name,
         "geneDir": str(gene.path), "input": input, "agent": agent,
         "gene": {"name": gene.name, "domain": gene.domain, "version": gene.phenotype.version,
                  "v2Id": gene.v2_id},
-        "nodeModules": str(modules) if modules else None,
-        "compiled": _read_cache(cache_file),
     }
     argv = [node, "--no-warnings", str(RUNNER)]
     if grant.trusted:
+        start["js"] = transpiler.javascript(gene, source, node=node, modules=modules,
+                                            cache_dir=cache_dir, preexec=None, env=None)
         channel = Channel(argv, name=gene.name, what="Node.js", deadline_s=deadline_s,
-                          cwd=str(gene.path), max_message=MAX_MESSAGE_BYTES)
-        return _converse(channel, gene, start, memory, log_sink, cache_file)
+                          cwd=str(gene.path), max_message=MAX_MESSAGE_BYTES, max_output=max_output)
+        return _converse(channel, gene, start, memory, log_sink)
     read = [str(Path(os.path.realpath(node)).parent.parent), str(RUNNER.parent),
             str(gene.path), "/proc/self", "/sys/fs/cgroup", "/etc/ssl"]
     if modules is not None:
         read.append(str(modules))
+    refuse_exposed(gene.name, gene.path, [*SYSTEM_READ, *read])
     with sandbox(gene.name, read, grant) as box:
+        start["js"] = transpiler.javascript(gene, source, node=node, modules=modules,
+                                            cache_dir=cache_dir, preexec=box.plan.apply,
+                                            env=box.env)
         channel = Channel(argv, name=gene.name, what="Node.js", deadline_s=deadline_s,
                           cwd=str(gene.path), env=box.env, preexec=box.plan.apply,
-                          max_message=MAX_MESSAGE_BYTES)
-        return _converse(channel, gene, start, memory, log_sink, cache_file)
+                          max_message=MAX_MESSAGE_BYTES, max_output=max_output)
+        return _converse(channel, gene, start, memory, log_sink)
 
 
-def _read_cache(cache_file: str | None) -> str | None:
-    if cache_file is None:
-        return None
-    try:
-        return Path(cache_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _write_cache(cache_file: str | None, text: object) -> None:
-    """Keep the runner's transpilation (atomically: a rename); a cache that
-    cannot be written only costs a transpilation next time."""
-    if cache_file is None or not isinstance(text, str):
-        return
-    folder = os.path.dirname(cache_file)
-    with contextlib.suppress(OSError):
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, cache_file)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+#: What the runner may send (contain/channel.py's allowlist): the four calls
+#: with their fields, and these kinds of error.
+CALLS = Shape(frozenset({"type", "op", "key", "category", "value", "accessPolicy",
+                         "retentionPolicy", "filter"}),
+              frozenset({"readMemory", "writeMemory", "queryMemory", "deleteMemory"}))
+ERRORS = frozenset({"memory", "load", "failed"})
 
 
 def _converse(channel: Channel, gene: Gene, start: dict[str, Any], memory: GeneMemoryAccess,
-              log_sink: LogSink | None, cache_file: str | None) -> Any:
-    transpiled = False
-
-    def cache(kind: str, message: dict[str, Any]) -> bool:
-        nonlocal transpiled
-        if kind != "transpiled" or transpiled:
-            return False
-        transpiled = True  # once a run: it only ever concerns this gene's own source
-        _write_cache(cache_file, message.get("text"))
-        return True
-
+              log_sink: LogSink | None) -> Any:
     try:
         channel.send(start)
         return channel.converse(
             lambda message: _reply(memory, message), lambda message: _error(gene, message),
-            None if log_sink is None else (lambda line: log_sink(gene.name, line)), cache)
+            None if log_sink is None else (lambda line: log_sink(gene.name, line)),
+            calls=CALLS, errors=ERRORS)
     finally:
         channel.close()
 
@@ -303,8 +237,6 @@ def _error(gene: Gene, message: dict[str, Any]) -> Exception:
         except ValueError:  # the gene threw a MemoryError with a code of its own
             return GeneFailed(f"gene '{gene.name}' threw MemoryError({message.get('code')!r}): "
                               f"{text}")
-    if kind == "unavailable":
-        return GeneUnavailable(f"gene '{gene.name}' ({gene.code_file.name}): {text}")
     if kind == "load":
         return GeneFailed(f"gene '{gene.name}': {gene.code_file.name} cannot be loaded: {text}")
     return GeneFailed(f"gene '{gene.name}' failed: {text}")

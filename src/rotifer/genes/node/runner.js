@@ -5,8 +5,9 @@
 //   fd IN (argv[2])  Python -> runner: first {"type":"start", ...}, then one reply per call:
 //         {"ok": result} or {"error": {"code", "message"}}
 //   fd OUT (argv[3]) runner -> Python: {"type":"call", "op", ...}, {"type":"log", "line"},
-//         {"type":"transpiled", "text"} (the host caches it; start.compiled brings it back),
-//         and last {"type":"result", "output"} or {"type":"error", ...}
+//         and last {"type":"result", "output"} or {"type":"error", "kind", "message"[, "code"]}
+//         (kinds: memory, load, failed).  Nothing else: the host treats any other
+//         message as the gene breaking the protocol (contain/channel.py).
 // Byte values cross the bridge as {"$bytes": "<base64>"}; entries as the seed's
 // JSON (value in base64), turned into Uint8Array here.
 "use strict";
@@ -129,58 +130,6 @@ function safeInspect(value) {
   }
 }
 
-function loadTypeScript(modulesDir) {
-  // Only the folder rotifer found (or $ROTIFER_NODE_MODULES): never whatever
-  // a gene folder's node_modules happens to hold.
-  if (!modulesDir) return null;
-  try {
-    return require(path.join(modulesDir, "typescript"));
-  } catch (err) {
-    if (err.code !== "MODULE_NOT_FOUND") throw err;
-    return null;
-  }
-}
-
-// A JavaScript gene written with ES module syntax (import/export), which
-// rotifer cannot run as CommonJS as it is.
-function usesModuleSyntax(err) {
-  return err instanceof SyntaxError &&
-    /Unexpected token 'export'|Cannot use import statement outside a module/.test(err.message);
-}
-
-function transpile(start) {
-  // The host read its cache for us (a contained runner writes no file).
-  if (typeof start.compiled === "string") return start.compiled;
-  const ts = loadTypeScript(start.nodeModules);
-  if (ts === null) {
-    const why = start.fileName.endsWith(".ts") ? "" :
-      `${start.fileName} uses ES module syntax (import/export), which needs the compiler too ` +
-      "(or write it as CommonJS: exports.express = ...); ";
-    send({ type: "error", kind: "unavailable",
-      message: `${why}the typescript package is not installed; run \`make node-deps\` (npm ci) ` +
-        "in the rotifer checkout, or set ROTIFER_NODE_MODULES to a node_modules folder that has it" });
-    process.exit(0);
-  }
-  const out = ts.transpileModule(start.code, {
-    fileName: start.fileName,
-    reportDiagnostics: true,
-    compilerOptions: {
-      module: ts.ModuleKind.CommonJS,
-      target: ts.ScriptTarget.ES2022,
-      esModuleInterop: true,
-      isolatedModules: true,
-      sourceMap: false,
-    },
-  });
-  const errors = (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
-  if (errors.length) {
-    const text = errors.map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n")).join("; ");
-    throw new SyntaxError(`${start.fileName}: ${text}`);
-  }
-  send({ type: "transpiled", text: out.outputText }); // the host keeps it
-  return out.outputText;
-}
-
 const PLAYGROUND = Object.freeze({ MemoryError });
 
 function compile(js, filename) {
@@ -189,17 +138,10 @@ function compile(js, filename) {
 
 function loadGene(start) {
   const filename = path.join(start.geneDir, start.fileName);
-  let wrapper;
-  if (start.fileName.endsWith(".ts")) {
-    wrapper = compile(transpile(start), filename);
-  } else {
-    try {
-      wrapper = compile(start.code, filename);
-    } catch (err) {
-      if (!usesModuleSyntax(err)) throw err;
-      wrapper = compile(transpile(start), filename);
-    }
-  }
+  // start.js is what rotifer's own transpile step made of the source
+  // (genes/node/transpile.js, in a process that runs no gene code): the
+  // source itself for CommonJS JavaScript.
+  const wrapper = compile(start.js, filename);
   const realRequire = Module.createRequire(filename);
   const geneRequire = (name) => {
     if (name === "@rotifer/playground/memory") return PLAYGROUND;

@@ -32,6 +32,8 @@ from typing import Final
 
 import wasmtime
 
+from rotifer.memory.private import private_dir
+
 from .engine import engine_fingerprint, get_engine
 
 MAGIC: Final = b"rotifer-cwasm/1\n"
@@ -100,7 +102,7 @@ def _store_disk(path: Path, module: wasmtime.Module) -> None:
     """Best effort: a cache that cannot be written only costs a compile."""
     try:
         payload = bytes(module.serialize())
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".cwasm", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as out:

@@ -3,6 +3,7 @@ and transactions that hold the write lock."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -14,6 +15,7 @@ from urllib.parse import quote
 
 from ..backend import Backend
 from ..errors import AgentMemoryError, storage
+from ..private import create_private
 from .rows import parse_retention
 from .schema import SCHEMA_VERSION, STEPS, present_version
 from .transaction import SqliteTransaction
@@ -61,6 +63,9 @@ class SqliteBackend(Backend):
         if not create and not path.is_file():
             raise storage(f"the memory database {path} does not exist")
         try:
+            if create:  # made 0600 first: SQLite keeps its mode, and gives it -wal and -shm
+                with contextlib.suppress(FileNotFoundError):  # no folder: connect says so
+                    create_private(path)
             # mode=rw never creates the file, even if it vanishes after the check.
             target = f"file:{quote(str(path))}?mode=rw" if not create else str(path)
             self.conn = sqlite3.connect(
