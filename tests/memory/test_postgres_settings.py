@@ -46,3 +46,19 @@ def test_bad_rotifer_parameters_are_storage_errors(query: str) -> None:
         parse(f"postgresql://u:secret@h/d?{query}")
     assert info.value.code is ErrorCode.STORAGE_ERROR
     assert "secret" not in str(info.value)
+
+
+def test_a_multi_host_url_is_shown_host_by_host_without_its_password() -> None:
+    """libpq's multi-host form (a primary and its standbys) was shown with its
+    hosts and ports jumbled (``127.0.0.1,127.0.0.1:P1,P2``)."""
+    from rotifer.memory.postgres import describe_url
+    from rotifer.memory.postgres.settings import parse
+
+    url = "postgresql://u:secret@10.0.0.1:5433,10.0.0.2:5434/db?target_session_attrs=read-write"
+    assert describe_url(url) == "10.0.0.1:5433,10.0.0.2:5434/db"
+    assert "secret" not in describe_url(url)
+    assert describe_url("postgresql://u@h1,h2:6000/db") == "h1:5432,h2:6000/db"
+    assert describe_url("postgresql://u@h1,h2/db?port=7000") == "h1:7000,h2:7000/db"
+    assert parse(url).awaits_failover
+    assert parse("postgresql://u@h:1/db?target_session_attrs=read-write").awaits_failover
+    assert not parse("postgresql://u@h:1/db").awaits_failover

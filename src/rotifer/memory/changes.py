@@ -198,8 +198,12 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
 
 
 def committed(backend: Backend, agent_id: str, seq: int, removes_agent: bool = False) -> bool:
-    """Was change ``seq`` of ``agent_id`` committed?  Asked of the store itself."""
-    with backend.peek() as tx:
+    """Was change ``seq`` of ``agent_id`` committed?  Asked of the store itself,
+    under the agent's write lock: a COMMIT whose outcome the caller never heard
+    (its connection cut, the server waiting for a synchronous standby) may still
+    be under way there and holds that lock until it ends, so the answer is
+    final, never "not yet"."""
+    with backend.write(agent_id) as tx:
         record = tx.get_agent(agent_id)
     if removes_agent:
         return record is None or record.next_seq != seq

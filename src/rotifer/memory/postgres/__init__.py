@@ -75,8 +75,17 @@ and :mod:`.backend` puts them together behind the backend interface.
 
 from __future__ import annotations
 
+import logging
+
 from .backend import PostgresBackend
 from .settings import describe_url
 from .transaction import PostgresTransaction
 
 __all__ = ["PostgresBackend", "PostgresTransaction", "describe_url"]
+
+# psycopg logs a warning when a pipeline's connection is lost under it (a
+# server killed, a failover); the store already reports that as
+# MEMORY_STORAGE_ERROR.  Without a handler, Python's last-resort handler would
+# print the warning raw on the user's stderr; an application that configures
+# logging still receives it (this handler does not stop propagation).
+logging.getLogger("psycopg").addHandler(logging.NullHandler())

@@ -19,7 +19,14 @@ from ..backend import Backend
 from ..errors import AgentMemoryError, storage
 from ..model import RetentionPolicy
 from . import schema
-from .connection import BEGIN_ATTEMPTS, MAX_IDLE, Connection, Connections, retryable
+from .connection import (
+    BEGIN_ATTEMPTS,
+    MAX_IDLE,
+    Connection,
+    Connections,
+    retryable,
+    unconfirmed,
+)
 from .rows import storable
 from .settings import LOCK_TIMEOUT_MS, first_line
 from .transaction import LOCK_AGENT_SQL, Cursor, PostgresTransaction, Statement, pipelined
@@ -242,6 +249,14 @@ class PostgresBackend(Backend):
                 conn.close()
             self.connections.discard(conn)
             raise
+        if unconfirmed(conn):
+            # Committed on this server alone: not acknowledged (a failover would
+            # lose it).  The caller's settle() asks, under the agent's lock,
+            # whether the change is there, so the audit log tells which.
+            self.connections.discard(conn)
+            raise storage(f"the memory database at {self.location} committed the change "
+                          "but its synchronous standby did not confirm it; it may be lost "
+                          "in a failover")
         if self.connections.give_back(conn):  # pragma: no cover - cut off after COMMIT returned
             raise self.connections.timed_out()
 

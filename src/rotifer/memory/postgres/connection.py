@@ -17,8 +17,10 @@ deadline, and reports the server's own error.
 from __future__ import annotations
 
 import os
+import select
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Final
 
@@ -37,6 +39,53 @@ BEGIN_ATTEMPTS: Final = 5
 MAX_IDLE: Final = 4
 #: A pooled connection idle this long is checked before a ``peek()`` uses it.
 PING_AFTER_S: Final = 5.0
+#: The first and the longest pause between attempts at reaching a primary
+#: while a failover is under way (see :meth:`Connections._open`).
+RECONNECT_FIRST_S: Final = 0.05
+RECONNECT_MAX_S: Final = 1.0
+
+
+#: Connections (by ``id``) whose last COMMIT stopped waiting for the
+#: synchronous standby: the server says so in a WARNING and reports success.
+_UNCONFIRMED: set[int] = set()
+
+
+def _watch_sync_wait(conn_id: int) -> Callable[[psycopg.errors.Diagnostic], None]:
+    """A notice handler that notes a COMMIT the synchronous standby never confirmed.
+
+    When a COMMIT waiting for its synchronous standby is cancelled
+    (``statement_timeout``, ``pg_cancel_backend``), PostgreSQL keeps the
+    transaction, committed on the primary alone, and tells the client only in a
+    WARNING ("canceling wait for synchronous replication ..."): a failover
+    now would lose it.  Such a commit must not be reported as done."""
+    def handler(diag: psycopg.errors.Diagnostic) -> None:
+        if "synchronous replication" in (diag.message_primary or ""):
+            _UNCONFIRMED.add(conn_id)
+    return handler
+
+
+def unconfirmed(conn: Connection) -> bool:
+    """Did ``conn``'s last COMMIT stop waiting for its synchronous standby?  (Clears it.)"""
+    if id(conn) in _UNCONFIRMED:
+        _UNCONFIRMED.discard(id(conn))
+        return True
+    return False
+
+
+def _hung_up(conn: Connection) -> bool:
+    """Has the server of an idle connection closed it (or said why it will)?
+
+    An idle connection has nothing to read unless the server went away (EOF:
+    it was killed, restarted, or a standby was promoted and the old primary is
+    gone) or sent a last message before doing so.  One ``poll`` of the socket,
+    no round trip: so the first call after a failover takes a new connection
+    instead of failing on the dead one."""
+    try:
+        poller = select.poll()
+        poller.register(conn.pgconn.socket, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, psycopg.Error):
+        return True
 
 
 def retryable(exc: psycopg.Error, conn: Connection) -> bool:
@@ -111,22 +160,37 @@ class Connections:
             self._pid = os.getpid()
 
     def _open(self, deadline: float) -> Connection:
-        """A new connection (the caller has reserved a place under the cap)."""
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise self.timed_out()
-        try:
-            conn = psycopg.connect(
-                self.settings.conninfo, autocommit=True,
-                connect_timeout=max(2, int(left + 0.999)),
-                # Named prepared statements live in one server session; a pooler
-                # may run our next statement in another.
-                prepare_threshold=None if self.settings.pooler != "none" else 5)
-        except psycopg.Error as exc:
-            if time.monotonic() >= deadline - 0.01:
-                raise self.timed_out(first_line(exc)) from exc
-            raise storage(f"cannot connect to the memory database at {self.location}: "
-                          f"{first_line(exc)}") from exc
+        """A new connection (the caller has reserved a place under the cap).
+
+        With a URL that :attr:`~.settings.Settings.awaits_failover`, a failed
+        attempt (no server answers, or only standbys) is tried again, backing
+        off up to :data:`RECONNECT_MAX_S`, until ``deadline``: a call made
+        while a standby is being promoted waits for the new primary instead
+        of failing."""
+        pause = RECONNECT_FIRST_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self.timed_out()
+            try:
+                conn = psycopg.connect(
+                    self.settings.conninfo, autocommit=True,
+                    connect_timeout=max(2, int(left + 0.999)),
+                    # Named prepared statements live in one server session; a pooler
+                    # may run our next statement in another.
+                    prepare_threshold=None if self.settings.pooler != "none" else 5)
+                conn.add_notice_handler(_watch_sync_wait(id(conn)))
+                break
+            except psycopg.Error as exc:
+                if time.monotonic() >= deadline - 0.01:
+                    raise self.timed_out(first_line(exc)) from exc
+                if not (self.settings.awaits_failover
+                        and isinstance(exc, psycopg.OperationalError)
+                        and time.monotonic() + pause < deadline):
+                    raise storage(f"cannot connect to the memory database at {self.location}: "
+                                  f"{first_line(exc)}") from exc
+                time.sleep(pause)
+                pause = min(pause * 2, RECONNECT_MAX_S)
         if self.settings.session_state:
             WATCHDOG.arm(conn, deadline)
             try:
@@ -184,6 +248,9 @@ class Connections:
                     raise
                 WATCHDOG.arm(conn, deadline)
                 return conn
+            if _hung_up(conn):
+                self.discard(conn)
+                continue
             WATCHDOG.arm(conn, deadline)
             if not ping or time.monotonic() - since < self.ping_after_s:
                 return conn
@@ -205,6 +272,7 @@ class Connections:
         A broken connection usually means the server restarted or the network
         dropped, so the idle ones are closed too rather than tried one by one."""
         fired = WATCHDOG.disarm(conn)
+        _UNCONFIRMED.discard(id(conn))
         stale: list[tuple[Connection, float]] = []
         with self._cond:
             mine = os.getpid() == self._pid

@@ -127,8 +127,28 @@ def _step_3(conn: Connection) -> None:
             conn.execute(statement)
 
 
+STEP_4: Final = """
+ALTER TABLE memory_audit DROP CONSTRAINT IF EXISTS memory_audit_pkey;
+ALTER TABLE memory_audit ADD PRIMARY KEY (agent_id, id);
+DROP INDEX IF EXISTS memory_audit_agent
+"""
+
+
+def _step_4(conn: Connection) -> None:
+    """Ready to shard by agent: every primary key and unique constraint of the
+    agent tables starts with ``agent_id`` (Citus requires the distribution column
+    in each), so ``memory_audit``'s key becomes ``(agent_id, id)`` -- which is
+    also the order every reader asks for, so the old ``(agent_id, id)`` index
+    goes.  ``memory_meta`` holds no agent's data: a reference table (see
+    docs/backends.md, "Sharding by agent")."""
+    for statement in STEP_4.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
 #: Step n takes a database from version n - 1 to version n.
-STEPS: Final[dict[int, Callable[[Connection], None]]] = {1: _step_1, 2: _step_2, 3: _step_3}
+STEPS: Final[dict[int, Callable[[Connection], None]]] = {
+    1: _step_1, 2: _step_2, 3: _step_3, 4: _step_4}
 SCHEMA_VERSION: Final = max(STEPS)
 
 #: Everything an open needs to know, in one statement that takes no lock a writer holds.

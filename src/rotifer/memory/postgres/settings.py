@@ -25,6 +25,7 @@ before the rest of the URL goes to libpq (which would refuse them):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote
@@ -58,14 +59,26 @@ def first_line(exc: BaseException) -> str:
 
 
 def describe_url(url: str) -> str:
-    """``host:port/dbname`` of a URL, for messages: never the password."""
+    """``host:port/dbname`` of a URL, for messages: never the password.
+
+    A multi-host URL (libpq's ``postgresql://h1:p1,h2:p2/db``, for a primary
+    and its standbys) is shown host by host: ``h1:p1,h2:p2/db``."""
     try:
         params = conninfo_to_dict(split_url(url)[0])
     except psycopg.Error:
         return "an invalid PostgreSQL URL"
-    host = str(params.get("host") or params.get("hostaddr") or "localhost")
-    port = str(params.get("port") or "5432")
-    return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
+    hosts = str(params.get("host") or params.get("hostaddr") or "").split(",")
+    ports = str(params.get("port") or "").split(",")
+    if len(ports) == 1:  # libpq: one port is every host's
+        ports = ports * len(hosts)
+    pairs = [f"{host or 'localhost'}:{port or '5432'}"
+             for host, port in zip(hosts, ports + [""] * (len(hosts) - len(ports)), strict=False)]
+    return f"{','.join(pairs)}/{params.get('dbname') or params.get('user') or ''}"
+
+
+def host_count(params: Mapping[str, object]) -> int:
+    """How many servers a URL names (libpq tries them in order)."""
+    return len(str(params.get("host") or params.get("hostaddr") or "").split(","))
 
 
 def split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -112,6 +125,12 @@ class Settings:
     pool_size: int
     #: None when the URL's own ``options=-c lock_timeout=...`` decides.
     lock_timeout_ms: int | None
+    #: The URL names several servers or asks for a kind of server
+    #: (``target_session_attrs``): a primary and standbys, where a failover is
+    #: expected.  A connection that fails is then tried again until the call's
+    #: bound, since the next primary may be seconds away; with one plain server
+    #: a refused connection is reported at once.
+    awaits_failover: bool = False
 
     @property
     def session_state(self) -> bool:
@@ -169,6 +188,8 @@ def parse(url: str, *, lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> Settings:
     conninfo = make_conninfo(libpq_url, **{k: v for k, v in defaults.items() if k not in given})
     # A lock_timeout given in the URL (options=-c lock_timeout=...) wins.
     own_lock = "lock_timeout" in str(given.get("options", ""))
+    awaits = host_count(given) > 1 or "target_session_attrs" in given
     return Settings(conninfo=conninfo, location=location, pooler=pooler, schema=schema,
                     timeout_s=timeout_s, pool_size=pool_size,
-                    lock_timeout_ms=None if own_lock else int(lock_timeout_ms))
+                    lock_timeout_ms=None if own_lock else int(lock_timeout_ms),
+                    awaits_failover=awaits)
