@@ -149,10 +149,12 @@ class MemoryStore:
             settle(self.backend, self.audit, self.clock, change, exc)
             raise
 
-    def for_gene(self, agent_id: str, gene_id: str | None, domain: str | None) -> GeneMemory:
-        """The view a gene gets as ``ctx.memory``; ``gene_id=None`` is refused everything."""
+    def for_gene(self, agent_id: str, gene_id: str | None, domain: str | None, *,
+                 via: str | None = None) -> GeneMemory:
+        """The view a gene gets as ``ctx.memory``; ``gene_id=None`` is refused everything.
+        ``via`` (e.g. ``"mcp"``) is written into the audit lines of its writes and deletes."""
         record = self.agent_record(agent_id)
-        return GeneMemory(self, agent_id, gene_id, domain, record.data_policy)
+        return GeneMemory(self, agent_id, gene_id, domain, record.data_policy, via)
 
     def deployer(self, agent_id: str) -> DeployerMemory:
         self.agent_record(agent_id)
