@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
+
 from tests.cli.helpers import add_gene, clean_env, init_project, ok_here, rotifer_command, wrap
 
 GENE = "def express(input, ctx):\n    return input\n"
