@@ -130,7 +130,7 @@ def build_server(acting: Acting, policy: WritePolicy | None = None) -> Server[An
                                                  mime_type="application/octet-stream")
         return types.ReadResourceResult(contents=[content])
 
-    return Server(
+    server: Server[Any] = Server(
         "rotifer-memory", version=_version(),
         instructions=(f"The memory of rotifer agent '{acting.agent}'. Use memory_search before "
                       "asking the user again; write what is worth keeping with memory_write."
@@ -139,6 +139,10 @@ def build_server(acting: Acting, policy: WritePolicy | None = None) -> Server[An
                       "search and delete entries; nothing can be written here."),
         on_list_tools=list_tools, on_call_tool=call_tool,
         on_list_resources=list_resources, on_read_resource=read_resource)
+    # No OpenTelemetry span per message (the SDK's default middleware): nothing about
+    # the calls leaves the process but the answers, and each call costs less.
+    server.middleware = []
+    return server
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
