@@ -94,6 +94,7 @@ def test_the_sdk_client_uses_the_tools_with_the_printed_token(agent: Agent) -> N
     finally:
         err = stop(server)
     assert server.token not in err  # nothing secret in the logs
+    assert "Traceback" not in err and err.strip().endswith("stopped by SIGTERM"), err
     writes = [line for line in audit(agent.root) if line["action"] == "write"]
     assert [(line["key"], line["via"]) for line in writes] == [("k", "mcp")]
 
