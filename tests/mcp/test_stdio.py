@@ -103,6 +103,9 @@ def test_every_refusal_is_a_tool_error_with_the_memorys_code(tmp_path: Path) -> 
             # size and quota
             refused(await call(client, "memory_write", {"key": "k" * 1025, "value": "x"}),
                     "MEMORY_INVALID_INPUT")
+            said = refused(await call(client, "memory_write", {
+                "key": "huge", "value": "x" * (1024 * 1024 + 1)}), "MEMORY_INVALID_INPUT")
+            assert "1 MiB" in said
             refused(await call(client, "memory_write", {"key": "big", "value": "x" * 2000}),
                     "MEMORY_QUOTA_EXCEEDED")
             usage = await call(client, "memory_usage", {"nextWriteBytes": 5000})
