@@ -224,3 +224,20 @@ def test_a_gene_the_agent_does_not_run_is_refused_at_start(agent: Agent) -> None
     cli_refused(agent.root, "AGENT_NOT_FOUND", "mcp", "nobody", "--as", "notes")
     cli_refused(agent.root, "USAGE_ERROR", "mcp", AGENT)
     cli_refused(agent.root, "USAGE_ERROR", "mcp", AGENT, "--as", "notes", "--deployer")
+
+
+def test_a_memory_gone_under_the_server_is_a_tool_error_not_a_crash(agent: Agent) -> None:
+    from tests.cli.helpers import ok_here
+
+    async def session() -> None:
+        async with stdio(agent.root, AGENT, "--as", "notes") as client:
+            assert not (await call(client, "memory_write", {"key": "k", "value": "v"})).error
+            ok_here(agent.root, "agent", "delete", AGENT, "--memory-only", "--yes")
+            for tool, args in [("memory_write", {"key": "k", "value": "v"}),
+                               ("memory_delete", {"key": "k"}),
+                               ("memory_usage", {})]:
+                said = refused(await call(client, tool, args), "MEMORY_STORAGE_ERROR")
+                assert "Traceback" not in said
+            assert len((await client.list_tools()).tools) == 5  # still serving
+
+    anyio.run(session)
