@@ -241,3 +241,33 @@ def test_a_memory_gone_under_the_server_is_a_tool_error_not_a_crash(agent: Agent
             assert len((await client.list_tools()).tools) == 5  # still serving
 
     anyio.run(session)
+
+
+def test_resources_are_listed_in_pages(tmp_path: Path) -> None:
+    from rotifer.agents.acting import gene_memory
+    from rotifer.agents.project import Project
+
+    agent = make_agent(tmp_path, quota="1MB")
+    project = Project(agent.root)
+    with project.open_store(AGENT, create=False) as store:
+        memory = gene_memory(project, store, AGENT, "notes")
+        for i in range(150):
+            memory.write_memory(f"k/{i:03d}", b"v", "CACHE")
+
+    async def session() -> None:
+        async with stdio(agent.root, AGENT, "--as", "planner") as client:
+            first = await client.list_resources()
+            assert len(first.resources) == 100 and first.next_cursor is not None
+            assert first.resources[0].name == "k/149"  # newest first
+            second = await client.list_resources(cursor=first.next_cursor)
+            assert len(second.resources) == 50 and second.next_cursor is None
+            names = {r.name for r in [*first.resources, *second.resources]}
+            assert names == {f"k/{i:03d}" for i in range(150)}
+            with pytest.raises(Exception, match="MEMORY_INVALID_INPUT"):
+                await client.list_resources(cursor="not-a-cursor")
+            with pytest.raises(Exception, match="MEMORY_INVALID_INPUT"):
+                await client.read_resource("rotifer://other-agent/k/001")
+            with pytest.raises(Exception, match="MEMORY_NOT_FOUND"):
+                await client.read_resource(resource_uri(AGENT, "k/none"))
+
+    anyio.run(session)
