@@ -135,7 +135,7 @@ def test_every_refusal_is_a_tool_error_with_the_memorys_code(tmp_path: Path) -> 
 
     anyio.run(session)
     denied = [line for line in audit(agent.root) if line["action"] == "access_denied"]
-    assert [line["key"] for line in denied] == ["p", "c"]
+    assert [(line["key"], line.get("via")) for line in denied] == [("p", "mcp"), ("c", "mcp")]
     assert [line["action"] for line in audit(agent.root)
             if line["action"] == "quota_exceeded"] == ["quota_exceeded"]
 

@@ -165,7 +165,7 @@ class GeneActing(Acting):
         why = self.policy.refusal(cat)
         if why is not None:  # audited like any refused access
             raise self.memory.store.refuse_outside(self.agent, "write", why, key,
-                                                   actor=self.actor)
+                                                   actor=self.actor, via=VIA)
         if self.policy.retention_days is None and self.policy.allow_preference:
             return self.memory.write_memory(key, value, cat, access_policy)  # type: ignore[arg-type]
         return write_untrusted(self.memory, key, value, category=cat,

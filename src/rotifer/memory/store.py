@@ -250,11 +250,15 @@ class MemoryStore:
             self.change(agent_id, "retention", lambda tx, record, change: None)
 
     def refuse_outside(self, agent_id: str | None, operation: str, reason: str,
-                       key: str | None = None, actor: str | None = None) -> AgentMemoryError:
-        """Audit (and report to telemetry) a call refused before any transaction."""
+                       key: str | None = None, actor: str | None = None,
+                       via: str | None = None) -> AgentMemoryError:
+        """Audit (and report to telemetry) a call refused before any transaction;
+        ``via`` as for :meth:`for_gene`."""
         error = denied(reason)
         change = Change(agent_id, self.clock.now_us(), actor)
         change.refuse(error, operation, key if isinstance(key, str) else None, None)
+        if via is not None:
+            change.lines[-1]["via"] = via
         self.audit.write(change.lines)
         self._telemetry_denied(change)
         return error
