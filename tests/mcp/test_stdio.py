@@ -100,6 +100,14 @@ def test_every_refusal_is_a_tool_error_with_the_memorys_code(tmp_path: Path) -> 
             assert "--allow-preference" in said
             refused(await call(client, "memory_write", {
                 "key": "c", "value": "x", "category": "CONTEXT"}), "MEMORY_ACCESS_DENIED")
+            # the data policy and the scopes, judged by the memory (no anonymization here)
+            for policy in ({"readScope": "ALL_GENES", "writeScope": "ALL_GENES",
+                            "sharePolicy": "ANONYMIZED_SHARE"},
+                           {"readScope": "DEPLOYER_CONFIGURED", "writeScope": "SAME_DOMAIN",
+                            "sharePolicy": "PRIVATE"}):
+                refused(await call(client, "memory_write", {
+                    "key": "shared", "value": "x", "accessPolicy": policy}),
+                    "MEMORY_ACCESS_DENIED")
             # size and quota
             refused(await call(client, "memory_write", {"key": "k" * 1025, "value": "x"}),
                     "MEMORY_INVALID_INPUT")
@@ -135,7 +143,8 @@ def test_every_refusal_is_a_tool_error_with_the_memorys_code(tmp_path: Path) -> 
 
     anyio.run(session)
     denied = [line for line in audit(agent.root) if line["action"] == "access_denied"]
-    assert [(line["key"], line.get("via")) for line in denied] == [("p", "mcp"), ("c", "mcp")]
+    assert [(line["key"], line.get("via")) for line in denied] == [
+        ("p", "mcp"), ("c", "mcp"), ("shared", None), ("shared", None)]
     assert [line["action"] for line in audit(agent.root)
             if line["action"] == "quota_exceeded"] == ["quota_exceeded"]
 
