@@ -26,8 +26,12 @@ class Agent:
     ids: dict[str, str]
 
 
-def make_agent(tmp_path: Path, quota: str = "4KB") -> Agent:
+def make_agent(tmp_path: Path, quota: str = "4KB", url: str | None = None) -> Agent:
+    """The project: genes notes and planner in the agent, outsider not; ``url`` the
+    memory store (``.rotifer/config.json``'s memoryUrl), else the SQLite file."""
     root = init_project(tmp_path / "proj")
+    if url is not None:
+        (root / ".rotifer" / "config.json").write_text(json.dumps({"memoryUrl": url}))
     ids = {}
     for name in ("notes", "planner"):
         add_gene(root, name, GENE + f"# {name}\n", domain="assistant")
