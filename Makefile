@@ -17,7 +17,7 @@ PIP_INSTALL := $(PY) -m pip install --quiet -c constraints.txt
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PIP_INSTALL) -e '.[dev,console,langgraph]'
+	$(PIP_INSTALL) -e '.[dev,console,langgraph,mcp]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -53,11 +53,11 @@ test-slow: install node-deps
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m slow
 
 bench: install
-	$(PIP_INSTALL) -e '.[dev,console,langgraph,bench]'
+	$(PIP_INSTALL) -e '.[dev,console,langgraph,mcp,bench]'
 	$(PY) -m bench
 
 bench-quick: install
-	$(PIP_INSTALL) -e '.[dev,console,langgraph,bench]'
+	$(PIP_INSTALL) -e '.[dev,console,langgraph,mcp,bench]'
 	$(PY) -m bench --quick
 
 # The fault and attack suite alone (make test runs it too), and the table in
@@ -74,7 +74,7 @@ constraints:
 	rm -rf .venv-constraints
 	$(PYTHON) -m venv .venv-constraints
 	.venv-constraints/bin/python -m pip install --quiet --upgrade pip
-	.venv-constraints/bin/python -m pip install --quiet -e '.[dev,console,langgraph,bench]'
+	.venv-constraints/bin/python -m pip install --quiet -e '.[dev,console,langgraph,mcp,bench]'
 	{ sed -n '1,/^# Refresh/p' constraints.txt; \
 	  .venv-constraints/bin/python -m pip freeze --exclude-editable | grep -v '^-e'; } > constraints.new
 	mv constraints.new constraints.txt

@@ -25,8 +25,9 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from rotifer.genes.gene import load_gene
-from rotifer.genes.registry import Registry
+from rotifer.agents.acting import acting_gene
+from rotifer.agents.project import Project
+from rotifer.genes.errors import RotiferError
 from rotifer.langgraph import RotiferStore
 from rotifer.memory import MemoryError, MemoryStore
 
@@ -75,11 +76,9 @@ def build() -> StateGraph[State, None, State, State]:
 
 
 def open_store(project: Path, agent: str, gene_name: str, memory: MemoryStore) -> RotiferStore:
-    """The store acting as the wrapped gene ``gene_name`` in ``agent``'s memory."""
-    gene = load_gene(project / "genes", gene_name, Registry(project / ".rotifer"))
-    if gene.v2_id is None:
-        raise SystemExit(f"MEMORY_ACCESS_DENIED: gene {gene_name!r} is not wrapped in its "
-                         f"current form: run `rotifer wrap {gene_name}` first")
+    """The store acting as the agent's wrapped gene ``gene_name`` (resolved as ``rotifer
+    agent run`` and ``rotifer mcp`` resolve it: rotifer.agents.acting)."""
+    gene = acting_gene(Project(project), agent, gene_name)
     return RotiferStore.for_gene(memory, agent, gene.v2_id, gene.domain,
                                  namespaces={("users",): "PREFERENCE", ("replies",): "CACHE"})
 
@@ -105,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         with MemoryStore.open(project / ".rotifer", create=False) as memory:
             app = build().compile(store=open_store(project, args.agent, args.gene, memory))
             result = app.invoke({"user": args.user, "updates": updates})
-    except MemoryError as exc:
-        print(f"{exc.code.value}: {exc}", file=sys.stderr)
+    except (MemoryError, RotiferError) as exc:
+        print(exc, file=sys.stderr)
         return 1
     print(json.dumps({"reply": result["reply"], "preferences": result["preferences"]}))
     return 0

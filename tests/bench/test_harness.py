@@ -207,3 +207,15 @@ def test_paired_ratios_are_medians_of_per_round_ratios() -> None:
     assert set(medians) == {"a", "b"} and set(ratios) == {"b"} and ratios["b"] > 0
     paired = Result("g", "n", 2.0, 1.0, "base", "min", 1.0, paired=2.0)
     assert paired.ratio == 0.5 and paired.met is False
+
+
+def test_the_mcp_table(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    from bench import mcp
+
+    table = mcp.run(tmp_path, Settings(rounds=1, iters=1))
+    rows = table_rows(table)
+    assert rows[0][:4] == ["call", "in process (µs)", "empty tool over stdio (µs)",
+                           "tool over stdio (µs)"]
+    assert [r[0] for r in rows[2:]] == ["memory_read", "memory_write"]
+    assert all(r[4].endswith("×") and r[7] in {"met", "**missed**"} for r in rows[2:])

@@ -211,9 +211,11 @@ def _store_permissions() -> str:
 def _register_subcommands() -> None:
     from .agent import agent_group
     from .console import console_command
+    from .mcp import mcp_command
 
     cli.add_command(agent_group)
     cli.add_command(console_command)
+    cli.add_command(mcp_command)
 
 
 _register_subcommands()

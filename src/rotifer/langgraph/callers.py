@@ -14,9 +14,8 @@ from typing import Protocol
 
 from rotifer.memory import AgentMemoryError, DeployerMemory, GeneMemory, MemoryEntry
 from rotifer.memory.audit import DEPLOYER
-from rotifer.memory.clock import format_time, parse_time
-from rotifer.memory.errors import ErrorCode, storage
-from rotifer.memory.model import MAX_QUERY_LIMIT
+from rotifer.memory.errors import ErrorCode
+from rotifer.memory.paging import newest_pages
 
 from .policy import NamespacePolicy
 
@@ -63,34 +62,9 @@ class GeneCaller:
         delete_if_there(self.memory.delete_memory, key)
 
     def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
-        """Page through ``query_memory``: at most 1000 entries a call, so each next
-        page ends where the last one did (``until`` one microsecond after its
-        oldest ``updatedAt``, skipping the keys already given at that instant);
-        a page over the 4 MiB bound is asked again with a smaller ``limit``.
-        Each page is one snapshot; the scan as a whole is not."""
-        limit = MAX_QUERY_LIMIT
-        until: str | None = None
-        given_at_edge: set[str] = set()
-        while True:
-            wanted: dict[str, object] = {"keyPrefix": key_prefix, "limit": limit}
-            if until is not None:
-                wanted["until"] = until
-            try:
-                page = self.memory.query_memory(wanted)
-            except AgentMemoryError as exc:
-                if exc.code is ErrorCode.INVALID_INPUT and limit > 1:
-                    limit = max(1, limit // 4)  # the only bound a valid filter can break: 4 MiB
-                    continue
-                raise
-            fresh = [entry for entry in page if entry.key not in given_at_edge]
-            yield from fresh
-            if len(page) < limit:
-                return
-            if not fresh:
-                raise storage(f"more than {limit} entries share one updatedAt: cannot page")
-            edge = page[-1].updated_at
-            given_at_edge = {entry.key for entry in page if entry.updated_at == edge}
-            until = format_time(parse_time(edge) + 1)
+        """Every readable entry under ``key_prefix``, newest first, a page of
+        ``query_memory`` at a time (:func:`rotifer.memory.paging.newest_pages`)."""
+        return newest_pages(self.memory.query_memory, key_prefix)
 
 
 class DeployerCaller:

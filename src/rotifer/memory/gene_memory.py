@@ -73,9 +73,12 @@ class GeneMemory:
     no actor), so a malformed string never becomes an entry's ``createdBy``."""
 
     def __init__(self, store: MemoryStore, agent_id: str, gene_id: str | None,
-                 domain: str | None, data_policy: DataPolicy) -> None:
+                 domain: str | None, data_policy: DataPolicy, via: str | None = None) -> None:
         self.store = store
         self.agent_id = agent_id
+        #: How the calls reach the memory when not from the gene's own code (``"mcp"``:
+        #: ``rotifer mcp``): the write, update and delete lines in the audit log say so.
+        self.via = via
         self.actor: Actor | None = None
         self._no_id = "this gene has no v2 id (wrap or compile it again), so it cannot use memory"
         if isinstance(gene_id, str) and _V2_ID.fullmatch(gene_id):
@@ -227,6 +230,8 @@ class GeneMemory:
             seq=record.next_seq,  # the change's number (changes.py)
         )
         extra: dict[str, Any] = {} if old is None else {"previousBytes": old_size}
+        if self.via is not None:
+            extra["via"] = self.via
         change.line("write" if old is None else "update", key, cat, size, **extra)
         tx.put(row)
         change.used = used
@@ -302,7 +307,10 @@ class GeneMemory:
                 f"gene may not delete {key!r}: its writeScope is {row.access.write_scope.value}"),
                 "delete", key, row.category)
             return
-        change.line("delete", key, row.category, row.size)
+        if self.via is not None:
+            change.line("delete", key, row.category, row.size, via=self.via)
+        else:
+            change.line("delete", key, row.category, row.size)
         tx.delete(self.agent_id, [key])
         change.used = record.used_bytes - row.size
 

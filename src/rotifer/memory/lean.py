@@ -147,6 +147,8 @@ def write_lean(view: GeneMemory, key: object, value: object, category: object,
             action = "write" if old is None else "update"
             cat_text: str = cat._value_
             extra: dict[str, Any] = {} if old is None else {"previousBytes": old_size}
+            if view.via is not None:
+                extra["via"] = view.via
             line = {"ts": ts, "agent": agent, "action": action, "key": key,
                     "category": cat_text, "actor": gene, "bytes": size, "entryId": eid,
                     **extra}

@@ -150,10 +150,12 @@ class MemoryStore:
             settle(self.backend, self.audit, self.clock, change, exc)
             raise
 
-    def for_gene(self, agent_id: str, gene_id: str | None, domain: str | None) -> GeneMemory:
-        """The view a gene gets as ``ctx.memory``; ``gene_id=None`` is refused everything."""
+    def for_gene(self, agent_id: str, gene_id: str | None, domain: str | None, *,
+                 via: str | None = None) -> GeneMemory:
+        """The view a gene gets as ``ctx.memory``; ``gene_id=None`` is refused everything.
+        ``via`` (e.g. ``"mcp"``) is written into the audit lines of its writes and deletes."""
         record = self.agent_record(agent_id)
-        return GeneMemory(self, agent_id, gene_id, domain, record.data_policy)
+        return GeneMemory(self, agent_id, gene_id, domain, record.data_policy, via)
 
     def deployer(self, agent_id: str) -> DeployerMemory:
         self.agent_record(agent_id)
@@ -249,11 +251,15 @@ class MemoryStore:
             self.change(agent_id, "retention", lambda tx, record, change: None)
 
     def refuse_outside(self, agent_id: str | None, operation: str, reason: str,
-                       key: str | None = None, actor: str | None = None) -> AgentMemoryError:
-        """Audit (and report to telemetry) a call refused before any transaction."""
+                       key: str | None = None, actor: str | None = None,
+                       via: str | None = None) -> AgentMemoryError:
+        """Audit (and report to telemetry) a call refused before any transaction;
+        ``via`` as for :meth:`for_gene`."""
         error = denied(reason)
         change = Change(agent_id, self.clock.now_us(), actor)
         change.refuse(error, operation, key if isinstance(key, str) else None, None)
+        if via is not None:
+            change.lines[-1]["via"] = via
         self.audit.write(change.lines)
         self._telemetry_denied(change)
         return error
