@@ -21,13 +21,18 @@ import click
 
 from . import common
 from .common import one_line
+from .lazy import LazyGroup
 
 __all__ = ["cli", "main", "one_line", "run"]
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(context_settings=CONTEXT_SETTINGS, cls=LazyGroup, lazy={
+    # Speed: imported when named (see .lazy), not by every command.
+    "agent": "rotifer.cli.agent:agent_group",
+    "console": "rotifer.cli.console:console_command",
+})
 @click.option("--project", "project", metavar="DIR",
               type=click.Path(file_okay=False, path_type=Path),
               help="the project folder (default: $ROTIFER_PROJECT, else the nearest folder "
@@ -196,17 +201,6 @@ def doctor_command() -> None:
         click.echo("Python and Node genes run contained.")
     else:
         click.echo("Python and Node genes run, but not every promise holds (see above).")
-
-
-def _register_subcommands() -> None:
-    from .agent import agent_group
-    from .console import console_command
-
-    cli.add_command(agent_group)
-    cli.add_command(console_command)
-
-
-_register_subcommands()
 
 
 # -- running and reporting errors -------------------------------------------------
