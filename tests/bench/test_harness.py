@@ -207,3 +207,14 @@ def test_paired_ratios_are_medians_of_per_round_ratios() -> None:
     assert set(medians) == {"a", "b"} and set(ratios) == {"b"} and ratios["b"] > 0
     paired = Result("g", "n", 2.0, 1.0, "base", "min", 1.0, paired=2.0)
     assert paired.ratio == 0.5 and paired.met is False
+
+
+def test_the_startup_table_puts_every_command_beside_its_floor(tmp_path: Path) -> None:
+    from bench import startup
+
+    table = startup.table(tmp_path / "project", TINY)
+    if "not measured here" in table:
+        pytest.skip(table)
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == list(startup.TARGETS)
+    assert "| 1.00x | floor |" in rows[0]
