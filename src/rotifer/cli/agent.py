@@ -9,7 +9,6 @@ entries' access policies say and is audited as the deployer).
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -340,6 +339,8 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
         more = ["rotifer", "agent", "memory", "list", name, *(
             ["--category", category] if category else []), "--limit", str(limit),
             "--after", next_after]
+        import shlex  # speed: only for a long listing
+
         click.echo("More: " + common.shown(shlex.join(more)))
     if common.any_cut(e.key for e in entries):
         click.echo(common.CUT_NOTE)

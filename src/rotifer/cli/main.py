@@ -162,7 +162,7 @@ def test_command(ctx: click.Context, gene: str, trust: bool) -> None:
     \b
         rotifer test formatter
     """
-    from rotifer.agents.run import test_gene
+    from rotifer.agents.testing import test_gene
     from rotifer.genes.errors import RotiferError
 
     report = test_gene(common.project_of(ctx), gene, log_sink=common.log_sink, trusted=trust)
