@@ -81,6 +81,8 @@ def trusts_every_gene(argv: list[str]) -> bool:
         with open(os.path.join(root, ".rotifer", "agents", args[2] + ".json"), "rb") as f:
             doc = json.load(f)
         genes, trust = doc["genes"], doc["containment"]["trust"]
+        if not (isinstance(genes, list) and isinstance(trust, list)):
+            return False
         return bool(genes) and all(isinstance(g, str) and g in trust for g in genes)
     except (OSError, ValueError, KeyError, TypeError):
         return False
