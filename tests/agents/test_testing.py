@@ -13,8 +13,9 @@ import pytest
 from rotifer.agents.build import wrap_gene
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
-from rotifer.agents.run import TEST_AGENT_PREFIX, json_equal, run_agent
-from rotifer.agents.run import test_gene as run_tests
+from rotifer.agents.run import run_agent
+from rotifer.agents.testing import TEST_AGENT_PREFIX, json_equal
+from rotifer.agents.testing import test_gene as run_tests
 from rotifer.genes.errors import GeneNotFound, InvalidTests
 
 from ..genes.helpers import FORMATTER, write_gene, write_wat_gene

@@ -219,3 +219,14 @@ def test_the_mcp_table(tmp_path: Path) -> None:
                            "tool over stdio (µs)"]
     assert [r[0] for r in rows[2:]] == ["memory_read", "memory_write"]
     assert all(r[4].endswith("×") and r[7] in {"met", "**missed**"} for r in rows[2:])
+
+
+def test_the_startup_table_puts_every_command_beside_its_floor(tmp_path: Path) -> None:
+    from bench import startup
+
+    table = startup.table(tmp_path / "project", TINY)
+    if "not measured here" in table:
+        pytest.skip(table)
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == list(startup.TARGETS)
+    assert "| 1.00x | floor |" in rows[0]

@@ -16,7 +16,10 @@ from rotifer.cli.main import cli
 def commands(group: click.Group = cli, path: tuple[str, ...] = ()
              ) -> Iterator[tuple[str, ...]]:
     yield path
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # click's API: a lazy group loads them here
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             yield from commands(command, (*path, name))
         else:

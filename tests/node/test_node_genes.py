@@ -12,7 +12,8 @@ import pytest
 from rotifer.agents.build import wrap_gene
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
-from rotifer.agents.run import run_agent, run_gene, test_gene
+from rotifer.agents.run import run_agent, run_gene
+from rotifer.agents.testing import test_gene
 from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable
 from rotifer.memory import AgentMemoryError
 from tests.agents.conftest import audit_lines

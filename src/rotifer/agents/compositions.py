@@ -30,7 +30,6 @@ own memory view and the store is thread-safe).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rotifer.genes.errors import (
@@ -115,6 +114,9 @@ def _par(genes: Sequence[Gene], input: Any, memory_for: MemoryFor, runner: Runne
             except Exception as exc:
                 outcomes.append((False, exc))
     else:
+        # Speed: imported by `par` alone (concurrent.futures brings logging and queue).
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=len(genes), thread_name_prefix="rotifer-par") as pool:
             futures = [pool.submit(runner, g, input, m)
                        for g, m in zip(genes, memories, strict=True)]

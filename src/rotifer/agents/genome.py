@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -323,6 +322,8 @@ class Agents:
         data = json.dumps(spec.to_json(), indent=2) + "\n"
         try:
             private_dir(self.dir)
+            import tempfile  # speed: only where an agent file is written
+
             fd, tmp = tempfile.mkstemp(prefix=".agent.", suffix=".tmp", dir=self.dir)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:

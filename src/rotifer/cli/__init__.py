@@ -7,6 +7,7 @@
   ``agent memory list | delete``
 - :mod:`rotifer.cli.transfer` -- ``agent move | export | import``
 - :mod:`rotifer.cli.delete`   -- ``agent delete``
+- :mod:`rotifer.cli.lazy`     -- the groups' subcommands, imported when named
 - :mod:`rotifer.cli.common`   -- what the commands share (finding the project,
   reading ``--input``, printing tables and hints)
 

@@ -9,7 +9,6 @@ entries' access policies say and is audited as the deployer).
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ import click
 from rotifer.agents.project import require_memory
 
 from . import common
+from .lazy import LazyGroup
 
 if TYPE_CHECKING:
     from rotifer.agents.project import Project
@@ -29,7 +29,15 @@ COMPOSITION_HELP = ("how the genes compose: seq (each gets the previous output),
                     "(first that succeeds)")
 
 
-@click.group("agent")
+@click.group("agent", cls=LazyGroup, lazy={
+    # Speed: imported when named (see .lazy), not by every `rotifer agent ...`.
+    "audit": "rotifer.cli.audit:audit_group",
+    "delete": "rotifer.cli.delete:delete_command",
+    "show": "rotifer.cli.show:show_command",
+    "move": "rotifer.cli.transfer:move_command",
+    "export": "rotifer.cli.transfer:export_command",
+    "import": "rotifer.cli.transfer:import_command",
+})
 def agent_group() -> None:
     """Create, list and run agents; view and clear their memory.
 
@@ -335,6 +343,8 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
         more = ["rotifer", "agent", "memory", "list", name, *(
             ["--category", category] if category else []), "--limit", str(limit),
             "--after", next_after]
+        import shlex  # speed: only for a long listing
+
         click.echo("More: " + common.shown(shlex.join(more)))
     if common.any_cut(e.key for e in entries):
         click.echo(common.CUT_NOTE)
@@ -369,18 +379,3 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
         removed = deployer.delete_key(common.unshown(key)) if key is not None else \
             deployer.delete_category(category or "")
     click.echo(f"Removed {common.plural(removed, 'entry', 'entries')}")
-
-
-def _register_transfer() -> None:
-    from .audit import audit_group
-    from .delete import delete_command
-    from .show import show_command
-    from .transfer import register
-
-    register(agent_group)
-    agent_group.add_command(audit_group)
-    agent_group.add_command(delete_command)
-    agent_group.add_command(show_command)
-
-
-_register_transfer()

@@ -37,21 +37,62 @@ def interrupted_line() -> bytes:
 _RUNS_GENES = (["agent", "run"], ["run"], ["test"])
 
 
+def _command(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` without its leading ``--project DIR``, and that DIR (None: not given)."""
+    args, project = list(argv), None
+    while args[:1] == ["--project"]:
+        project, args = (args[1] if len(args) > 1 else None), args[2:]
+    if args[:1] and args[0].startswith("--project="):
+        project, args = args[0].partition("=")[2], args[1:]
+    return args, project
+
+
 def runs_genes(argv: list[str]) -> bool:
     """Whether ``argv`` (without the program) is a command that runs genes."""
-    args = list(argv)
-    while args[:1] == ["--project"]:
-        args = args[2:]
-    if args[:1] and args[0].startswith("--project="):
-        args = args[1:]
+    args, _ = _command(argv)
     return any(args[:len(command)] == command for command in _RUNS_GENES)
+
+
+def trusts_every_gene(argv: list[str]) -> bool:
+    """Whether the command's genes are all trusted, so that none will need the
+    fork server: ``run``/``test`` with ``--trust``, or ``agent run NAME`` whose
+    agent file (``.rotifer/agents/NAME.json``) trusts each of its genes.  A
+    guess for speed only, never a decision: False whenever unsure (the server
+    then starts ahead as before), and a gene that does need the server starts it
+    at its run whatever this said.  Speed: a trusted one-gene ``agent run``
+    neither starts an interpreter beside it nor waits for one at exit."""
+    args, project = _command(argv)
+    if args[:1] in (["run"], ["test"]):
+        return "--trust" in args[:args.index("--")] if "--" in args else "--trust" in args
+    if args[:2] != ["agent", "run"] or len(args) < 3 or args[2].startswith("-"):
+        return False
+    try:
+        import json
+
+        root = project or os.environ.get("ROTIFER_PROJECT") or None
+        if root is None:
+            here = os.getcwd()
+            while not os.path.isdir(os.path.join(here, ".rotifer")):
+                parent = os.path.dirname(here)
+                if parent == here:
+                    return False
+                here = parent
+            root = here
+        with open(os.path.join(root, ".rotifer", "agents", args[2] + ".json"), "rb") as f:
+            doc = json.load(f)
+        genes, trust = doc["genes"], doc["containment"]["trust"]
+        if not (isinstance(genes, list) and isinstance(trust, list)):
+            return False
+        return bool(genes) and all(isinstance(g, str) and g in trust for g in genes)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def main() -> None:
     """Run the command line and exit with its status."""
     try:
         try:
-            if runs_genes(sys.argv[1:]):
+            if runs_genes(sys.argv[1:]) and not trusts_every_gene(sys.argv[1:]):
                 # Speed: the fork server of contained Python genes starts now,
                 # beside this process's own imports (click, the package), not at
                 # the first gene.  A one-shot `rotifer agent run` of a contained

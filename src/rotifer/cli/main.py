@@ -21,13 +21,19 @@ import click
 
 from . import common
 from .common import one_line
+from .lazy import LazyGroup
 
 __all__ = ["cli", "main", "one_line", "run"]
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(context_settings=CONTEXT_SETTINGS, cls=LazyGroup, lazy={
+    # Speed: imported when named (see .lazy), not by every command.
+    "agent": "rotifer.cli.agent:agent_group",
+    "console": "rotifer.cli.console:console_command",
+    "mcp": "rotifer.cli.mcp:mcp_command",
+})
 @click.option("--project", "project", metavar="DIR",
               type=click.Path(file_okay=False, path_type=Path),
               help="the project folder (default: $ROTIFER_PROJECT, else the nearest folder "
@@ -157,7 +163,7 @@ def test_command(ctx: click.Context, gene: str, trust: bool) -> None:
     \b
         rotifer test formatter
     """
-    from rotifer.agents.run import test_gene
+    from rotifer.agents.testing import test_gene
     from rotifer.genes.errors import RotiferError
 
     report = test_gene(common.project_of(ctx), gene, log_sink=common.log_sink, trusted=trust)
@@ -206,19 +212,6 @@ def _store_permissions() -> str:
     here = Path.cwd()
     return describe(next((f / ".rotifer" for f in (here, *here.parents)
                           if (f / ".rotifer").is_dir()), None))
-
-
-def _register_subcommands() -> None:
-    from .agent import agent_group
-    from .console import console_command
-    from .mcp import mcp_command
-
-    cli.add_command(agent_group)
-    cli.add_command(console_command)
-    cli.add_command(mcp_command)
-
-
-_register_subcommands()
 
 
 # -- running and reporting errors -------------------------------------------------

@@ -58,11 +58,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
 from rotifer.genes.jsonvalue import problem_of
 from rotifer.genes.prints import prints_to_log
-from rotifer.memory import AgentMemoryError, GeneMemoryAccess
+from rotifer.memory.errors import AgentMemoryError
 from rotifer.memory.signals import STOP_SIGNALS
 
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene
+
+    # Speed: for annotations only, so a gene's process does not import the store.
+    from rotifer.memory import GeneMemoryAccess
 
 LogSink = Callable[[str, str], None]
 """``sink(gene_name, line)``: where ``ctx.log`` lines go."""

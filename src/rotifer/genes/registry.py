@@ -27,7 +27,6 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -114,6 +113,8 @@ class Registry:
 
     def _write(self, genes: dict[str, dict[str, Any]]) -> None:
         data = json.dumps({"format": _FORMAT, "genes": genes}, indent=2, sort_keys=True) + "\n"
+        import tempfile  # speed: only where the registry is written (it brings shutil, random)
+
         fd, tmp = tempfile.mkstemp(prefix=".genes.", suffix=".tmp", dir=self.dot_rotifer)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -7,32 +7,87 @@ PostgreSQL) sit behind :mod:`rotifer.memory.backend`; the rules above it are
 the same for both.
 """
 
-from .audit import AuditLog, telemetry_enabled
-from .clock import Clock, ManualClock, SystemClock, format_time, parse_time
-from .errors import AgentMemoryError, ErrorCode
-from .errors import MemoryError as MemoryError  # noqa: A004 - the public name (CONTRACT.md)
-from .filters import MemoryFilter
-from .model import (
-    UNSET,
-    AccessPolicy,
-    Category,
-    DataPolicy,
-    MemoryEntry,
-    RetentionPolicy,
-    Scope,
-    SharePolicy,
-    entry_id,
-)
-from .quota import parse_size
-from .store import (
-    DEFAULT_QUOTA_BYTES,
-    DeniedMemory,
-    DeployerMemory,
-    GeneMemory,
-    GeneMemoryAccess,
-    MemoryStore,
-)
-from .untrusted import write_untrusted
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .audit import AuditLog, telemetry_enabled
+    from .clock import Clock, ManualClock, SystemClock, format_time, parse_time
+    from .errors import AgentMemoryError, ErrorCode
+    from .errors import MemoryError as MemoryError  # noqa: A004 - the public name (CONTRACT.md)
+    from .filters import MemoryFilter
+    from .model import (
+        UNSET,
+        AccessPolicy,
+        Category,
+        DataPolicy,
+        MemoryEntry,
+        RetentionPolicy,
+        Scope,
+        SharePolicy,
+        entry_id,
+    )
+    from .quota import parse_size
+    from .store import (
+        DEFAULT_QUOTA_BYTES,
+        DeniedMemory,
+        DeployerMemory,
+        GeneMemory,
+        GeneMemoryAccess,
+        MemoryStore,
+    )
+    from .untrusted import write_untrusted
+
+
+#: Where each public name lives.  Speed: the names load on first use (PEP 562),
+#: so that importing a light module of the package (``rotifer.memory.signals``,
+#: ``.errors``, ``.clock``) does not import the store, the audit log and the
+#: backends with it -- about 30 ms of a command's start-up (bench/startup.py).
+_HOMES = {
+    "AccessPolicy": ".model",
+    "AgentMemoryError": ".errors",
+    "AuditLog": ".audit",
+    "Category": ".model",
+    "Clock": ".clock",
+    "DEFAULT_QUOTA_BYTES": ".store",
+    "DataPolicy": ".model",
+    "DeniedMemory": ".store",
+    "DeployerMemory": ".store",
+    "ErrorCode": ".errors",
+    "GeneMemory": ".store",
+    "GeneMemoryAccess": ".store",
+    "ManualClock": ".clock",
+    "MemoryEntry": ".model",
+    "MemoryError": ".errors",
+    "MemoryFilter": ".filters",
+    "MemoryStore": ".store",
+    "RetentionPolicy": ".model",
+    "Scope": ".model",
+    "SharePolicy": ".model",
+    "SystemClock": ".clock",
+    "UNSET": ".model",
+    "entry_id": ".model",
+    "format_time": ".clock",
+    "parse_size": ".quota",
+    "parse_time": ".clock",
+    "telemetry_enabled": ".audit",
+    "write_untrusted": ".untrusted",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
 
 __all__ = [
     "DEFAULT_QUOTA_BYTES",

@@ -35,7 +35,7 @@ transaction:
 
 from __future__ import annotations
 
-import secrets
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +55,7 @@ _VALUES = {c: c.value for c in Category}
 def new_epoch() -> str:
     """A new agent memory's epoch: 48 random bits as 12 hex digits (so two
     memories of one agent in one log practically never share one)."""
-    return secrets.token_hex(6)
+    return os.urandom(6).hex()  # secrets.token_hex's own source; speed: secrets imports random, hmac
 
 
 def to_entry(row: Row, last_accessed_by: str | None = None) -> MemoryEntry:

@@ -31,15 +31,11 @@ import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from rotifer.genes.errors import GeneUnavailable
-
-from .sandbox import base_env, missing
 
 #: How long, once the child has ended, the parent waits for the server to say
 #: its status (the message is already sent, or is about to be).
@@ -47,7 +43,10 @@ STATUS_WAIT_S = 5.0
 
 
 def _boot(control_fd: int) -> list[str]:
-    paths = [str(Path(__file__).resolve().parents[3])]  # where rotifer is imported from
+    import sysconfig  # speed: after the server's start, not before (see prestart)
+
+    up = os.path.dirname
+    paths = [up(up(up(up(os.path.realpath(__file__)))))]  # where rotifer is imported from
     found = sysconfig.get_paths()
     paths += [found["purelib"], found["platlib"]]
     code = (f"import sys; sys.path[:0] = {paths!r}; "
@@ -147,6 +146,7 @@ class ForkServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._owner = 0
+        self._spawned = False  # whether this process's server was asked for a child
 
     @property
     def pid(self) -> int | None:
@@ -154,6 +154,8 @@ class ForkServer:
         return self._proc.pid if self._proc is not None and self._owner == os.getpid() else None
 
     def _start(self) -> socket.socket:
+        from .sandbox import base_env  # speed: see prestart
+
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             proc = subprocess.Popen(_boot(theirs.fileno()), stdin=subprocess.DEVNULL,
@@ -201,6 +203,7 @@ class ForkServer:
                 for fresh in (False, True):
                     with self._lock:
                         control = self._connection(fresh)
+                        self._spawned = True
                         try:
                             socket.send_fds(control, [data], [theirs.fileno(), *fds])
                             break
@@ -228,9 +231,17 @@ class ForkServer:
                 proc.wait()
 
     def shutdown(self) -> None:
-        """At exit: stop this process's server (not one a forked parent started)."""
+        """At exit: stop this process's server (not one a forked parent started).
+        A server that was never asked for a child (started ahead by
+        :func:`prestart` for a command whose genes turned out not to need it) is
+        killed rather than waited for: it may still be importing the runtime,
+        and it holds no child.  Speed: the command exits at once instead of
+        waiting for that import (tens of milliseconds)."""
         with self._lock:
             if self._owner == os.getpid():
+                if not self._spawned and self._proc is not None:
+                    with contextlib.suppress(OSError):
+                        self._proc.kill()
                 self._stop()
 
 
@@ -244,7 +255,14 @@ def server() -> ForkServer:
 
 def prestart() -> None:
     """Start this process's fork server ahead of its first contained Python
-    gene, where this machine can contain one (the CLI's commands that run
-    genes call it first thing: see :mod:`rotifer.cli.entry`)."""
-    if not missing():
-        _SERVER.prestart()
+    gene (the CLI's commands that run genes call it first thing: see
+    :mod:`rotifer.cli.entry`).
+
+    Speed: nothing is imported or checked before the server's ``exec`` but what
+    starting it takes (this module imports the sandbox, ``sysconfig`` and the
+    kernel's ctypes calls later or not at all), so that its interpreter starts
+    while this process imports the rest.  Whether this machine can contain a
+    gene is checked where a gene is contained (:func:`.sandbox.sandbox`); a
+    server started here on a machine that cannot is never asked for a child
+    and is killed at exit (:meth:`ForkServer.shutdown`)."""
+    _SERVER.prestart()

@@ -26,7 +26,6 @@ import base64
 import ctypes
 import errno
 import os
-import platform
 import resource
 import struct
 from dataclasses import dataclass, field
@@ -130,7 +129,7 @@ _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _AND_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x5
 
 def seccomp_arch() -> str | None:
     """The machine name when this module knows its system call numbers."""
-    machine = platform.machine()
+    machine = os.uname().machine
     return machine if machine in _ARCHES else None
 
 
@@ -143,7 +142,7 @@ def seccomp_filter(allow_tcp: bool = False) -> bytes:
     gene granted TCP ports; Landlock then decides which ports)."""
     machine = seccomp_arch()
     if machine is None:
-        raise ConfineError(errno.ENOSYS, f"no seccomp table for {platform.machine()}")
+        raise ConfineError(errno.ENOSYS, f"no seccomp table for {os.uname().machine}")
     arch, numbers = _ARCHES[machine]
     denied = [numbers[name] for name in _DENIED_NAMES if name in numbers]
     allow, eperm, enosys = -1, -2, -3  # labels, resolved below

@@ -34,20 +34,19 @@ no seccomp table for the machine), a Python or Node gene is refused
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import sysconfig
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rotifer.genes.errors import GeneUnavailable
 from rotifer.memory.signals import signals_deferred
 
-from . import kernel
+if TYPE_CHECKING:
+    from . import kernel
 
 #: The default data-size limit of a contained gene (MiB); ``agent create --gene-memory``.
 DEFAULT_MEMORY_MIB = 1024
@@ -70,6 +69,8 @@ CONTAINED = Grant()
 
 def missing() -> list[str]:
     """What this machine lacks to contain a gene (empty: it can)."""
+    from . import kernel  # speed: ctypes and the kernel's tables only where genes run
+
     problems: list[str] = []
     abi = kernel.landlock_abi()
     if abi == 0:
@@ -97,6 +98,8 @@ def require_containment(name: str) -> None:
 
 @lru_cache(maxsize=1)
 def _python_read_paths() -> tuple[str, ...]:
+    import sysconfig  # speed: only where a Python gene runs contained
+
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              str(Path(sys.executable).resolve().parent)}
     for scheme_vars in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
@@ -142,6 +145,11 @@ class Sandbox:
 def sandbox(name: str, read: list[str], grant: Grant) -> Iterator[Sandbox]:
     """A private temporary folder and the plan confining a child to ``read`` and
     that folder; the folder is removed afterwards, whatever the gene left in it."""
+    import shutil  # speed: these three only where a gene runs contained
+    import tempfile
+
+    from . import kernel
+
     require_containment(name)
     temp = tempfile.mkdtemp(prefix="rotifer-gene-")
     try:
