@@ -6,13 +6,23 @@
 * ``_clean_env`` (autouse): no test sees the developer's ``ROTIFER_PROJECT`` or
   ``ROTIFER_MEMORY_URL``; a test that wants one sets it (``monkeypatch``).
 * ``project``: a fresh project (``rotifer init``) in the test's temp dir.
+* ``_genes_may_enter`` (autouse): as root, a test's ``tmp_path`` and the folders
+  above it let others pass (o+x), as a project's folders usually do: contained
+  genes then run as ``nobody`` (genes/contain/privileges.py) and must reach the
+  gene's folder; pytest makes each of these folders 0700.  As root a session
+  without ``--basetemp`` gets one of its own (removed at its end): pytest
+  makes the shared ``/tmp/pytest-of-root`` 0700 again at every session's start,
+  which would close it under a session running at the same time.
 * ``pytest_configure``: Ctrl-C is deliverable even when the suite was started
   with SIGINT ignored (a background job of a script, ``nohup``).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,6 +40,10 @@ def pytest_configure(config: pytest.Config) -> None:
     vanish.  Python's own handler here makes children start with the default."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if os.geteuid() == 0 and not config.option.basetemp:
+        base = Path(tempfile.mkdtemp(prefix="pytest-rotifer-"))
+        config.option.basetemp = str(base / "t")
+        config.add_cleanup(lambda: shutil.rmtree(base, ignore_errors=True))
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +51,22 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tests pick their project and store explicitly."""
     monkeypatch.delenv("ROTIFER_PROJECT", raising=False)
     monkeypatch.delenv("ROTIFER_MEMORY_URL", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _genes_may_enter(request: pytest.FixtureRequest) -> None:
+    """As root: ``tmp_path`` and each folder above it up to the system's temporary
+    folder get o+x (pass through, not list), so genes running as nobody reach
+    a project made there."""
+    if os.geteuid() != 0 or "tmp_path" not in request.fixturenames:
+        return
+    folder: Path = request.getfixturevalue("tmp_path")
+    top = folder.parents[len(folder.parents) - 2]  # /tmp
+    while folder != top and folder != folder.parent:
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            folder.chmod(mode | 0o001)
+        folder = folder.parent
 
 
 @pytest.fixture
