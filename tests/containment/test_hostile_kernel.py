@@ -30,7 +30,16 @@ from typing import Any
 
 import pytest
 
-from tests.cli.helpers import add_gene, clean_env, init_project, ok, rotifer_command, run, wrap
+from tests.cli.helpers import (
+    add_gene,
+    clean_env,
+    init_project,
+    ok,
+    refused,
+    rotifer_command,
+    run,
+    wrap,
+)
 from tests.containment.test_hostile_unprivileged import chown_tree, nobody_dir  # noqa: F401
 
 PY = r'''
@@ -264,3 +273,73 @@ def test_the_kernel_attacks_as_an_unprivileged_user(
         return
     refused_here = [a for a in report if a != "300 threads"]  # no RLIMIT_NPROC as a user
     assert [a for a in refused_here if report[a] == "ok"] == [], report
+
+
+LIMITS = r'''
+import os, threading
+
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return "refused " + os.strerror(e.errno)
+    except RuntimeError as e:
+        return "refused " + str(e)
+
+def threads(n):
+    stop = threading.Event()
+    started = []
+    try:
+        for _ in range(n):
+            t = threading.Thread(target=stop.wait)
+            t.start()
+            started.append(t)
+    finally:
+        stop.set()
+        for t in started:
+            t.join()
+
+def fill(mib):
+    for i in range(mib // 32):
+        with open(os.path.join(os.environ["TMPDIR"], f"f{i}"), "wb") as f:
+            f.write(bytes(32 << 20))
+
+def express(input, ctx):
+    return {"threads": attempt(lambda: threads(input["threads"])),
+            "temp": attempt(lambda: fill(input["temp"]))}
+'''
+
+
+@pytest.mark.parametrize("options", [[], ["--gene-threads", "600", "--gene-temp", "160"]],
+                         ids=["defaults", "per-agent"])
+def test_threads_and_the_temporary_folder_are_capped_per_agent(tmp_path: Path,
+                                                               options: list[str]) -> None:
+    """As root: 300 threads pass the default cap (256) only with --gene-threads;
+    192 MiB in the temporary folder fit the default tmpfs (256 MiB), not the
+    160 MiB one --gene-temp sets."""
+    if os.geteuid() != 0:
+        pytest.skip("both caps hold when rotifer runs as root (doctor says so otherwise)")
+    root = init_project(tmp_path / "proj")
+    add_gene(root, "g", LIMITS)
+    wrap(root, "g")
+    # Each thread's stack (8 MiB) counts against the data size: memory enough
+    # for 300 of them, so the thread cap alone decides.
+    ok(root, "agent", "create", "a", "--genes", "g", "--gene-memory", "4096", *options)
+    report = report_of(run(root, "agent", "run", "a", "--input",
+                           json.dumps({"threads": 300, "temp": 192})))
+    if options:
+        assert report["threads"] == "ok", report
+        assert report["temp"].startswith("refused No space left"), report
+    else:
+        assert report["threads"].startswith("refused"), report
+        assert report["temp"] == "ok", report
+
+
+@pytest.mark.parametrize(("option", "value"), [("--gene-threads", "3"), ("--gene-temp", "0")])
+def test_a_cap_too_small_is_refused(tmp_path: Path, option: str, value: str) -> None:
+    root = init_project(tmp_path / "proj")
+    add_gene(root, "g", LIMITS)
+    wrap(root, "g")
+    line = refused(root, "INVALID_AGENT", "agent", "create", "a", "--genes", "g", option, value)
+    assert "at least" in line, line

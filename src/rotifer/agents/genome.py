@@ -287,9 +287,8 @@ class Agents:
                                  names)
         # Grants for genes no longer in the agent go with them.
         kept = spec.containment
-        grants = Containment(tuple(g for g in kept.trust if g in names),
-                             {g: p for g, p in kept.allow_tcp.items() if g in names},
-                             kept.gene_memory_mib)
+        grants = replace(kept, trust=tuple(g for g in kept.trust if g in names),
+                         allow_tcp={g: p for g, p in kept.allow_tcp.items() if g in names})
         new = replace(spec, genes=names, composition=comp, containment=grants)
         self._write(self.spec_path(name), new, exclusive=False)
         return new

@@ -88,10 +88,17 @@ def _data_policy(path: Path | None) -> DataPolicy | None:
               help="let a contained gene connect to this TCP port (repeat for more)")
 @click.option("--gene-memory", "gene_memory", type=int, metavar="MIB",
               help="the data-size limit of each contained gene, in MiB (default 1024)")
+@click.option("--gene-threads", "gene_threads", type=int, metavar="N",
+              help="threads and processes of the genes' user, when rotifer runs as root "
+                   "(default 256)")
+@click.option("--gene-temp", "gene_temp", type=int, metavar="MIB",
+              help="the total size of each contained gene's temporary folder, when rotifer "
+                   "runs as root (default 256)")
 @click.pass_context
 def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], composition: str,
                    quota: str | None, policy_file: Path | None, trust: tuple[str, ...],
-                   allow_tcp: tuple[str, ...], gene_memory: int | None) -> None:
+                   allow_tcp: tuple[str, ...], gene_memory: int | None,
+                   gene_threads: int | None, gene_temp: int | None) -> None:
     """Create agent NAME from genes, with an empty memory of its own.
 
     Example:
@@ -108,7 +115,7 @@ def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], compos
     quota_bytes = DEFAULT_QUOTA_BYTES if quota is None else parse_size(quota)
     policy = _data_policy(policy_file)
     gene_names = _gene_list(genes)
-    grants = from_options(trust, allow_tcp, gene_memory, gene_names)
+    grants = from_options(trust, allow_tcp, gene_memory, gene_names, gene_threads, gene_temp)
     spec = Agents(project).create(name, gene_names, composition, quota_bytes, policy, grants)
     click.echo(f"Created agent '{spec.name}': genes {', '.join(spec.genes)} ({spec.composition}), "
                f"memory quota {common.human_size(quota_bytes)}")

@@ -64,9 +64,11 @@ from . import kernel, privileges
 #: The default data-size limit of a contained gene (MiB); ``agent create --gene-memory``.
 DEFAULT_MEMORY_MIB = 1024
 #: Threads and processes of the genes' user (RLIMIT_NPROC), when rotifer is
-#: root and genes run as a user of their own; Node starts about a dozen.
+#: root and genes run as a user of their own; Node starts about a dozen
+#: (``agent create --gene-threads``).
 DEFAULT_TASKS = 256
-#: The total size of the private temporary folder (a tmpfs, when rotifer is root).
+#: The total size of the private temporary folder (a tmpfs, when rotifer is
+#: root; ``agent create --gene-temp``).
 DEFAULT_TEMP_MIB = 256
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
 
@@ -75,11 +77,15 @@ SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/loc
 class Grant:
     """What the deployer allows one gene: ``trusted`` runs it uncontained (in
     this process for Python, a plain child for Node); ``tcp_ports`` it may
-    connect to; ``memory_mib`` its data-size limit."""
+    connect to; ``memory_mib`` its data-size limit; ``tasks`` its threads and
+    processes and ``temp_mib`` its temporary folder's total size (both enforced
+    when rotifer runs as root)."""
 
     trusted: bool = False
     tcp_ports: tuple[int, ...] = field(default_factory=tuple)
     memory_mib: int = DEFAULT_MEMORY_MIB
+    tasks: int = DEFAULT_TASKS
+    temp_mib: int = DEFAULT_TEMP_MIB
 
 
 CONTAINED = Grant()
@@ -176,8 +182,8 @@ def sandbox(name: str, read: list[str], grant: Grant) -> Iterator[Sandbox]:
             os.chown(temp, *user)
         plan = kernel.Plan(read=[*SYSTEM_READ, *read], write=[temp],
                            tcp_ports=list(grant.tcp_ports),
-                           memory_bytes=grant.memory_mib << 20, tasks=DEFAULT_TASKS,
-                           temp_bytes=DEFAULT_TEMP_MIB << 20, user=user)
+                           memory_bytes=grant.memory_mib << 20, tasks=grant.tasks,
+                           temp_bytes=grant.temp_mib << 20, user=user)
         try:
             plan.prepare()
         except OSError as exc:
