@@ -152,6 +152,7 @@ class Plan:
     tasks: int = 256
     user: tuple[int, int] | None = None
     parent: int = 0
+    top_cap: int = 40
     abi: int = 0
     _rules: list[tuple[str, int]] = field(default_factory=list, repr=False)
     _filter: bytes = b""
@@ -177,6 +178,7 @@ class Plan:
         self._rules = rules
         self._filter = seccomp.build(allow_tcp=bool(self.tcp_ports))
         self.parent = os.getpid()
+        self.top_cap = privileges.last_cap()  # read here: the child only makes system calls
         return self
 
     def to_message(self) -> dict[str, object]:
@@ -185,6 +187,7 @@ class Plan:
                 "memoryBytes": self.memory_bytes, "openFiles": self.open_files,
                 "fileBytes": self.file_bytes, "tempBytes": self.temp_bytes,
                 "tasks": self.tasks, "user": self.user, "write": self.write,
+                "topCap": self.top_cap,
                 "filter": base64.b64encode(self._filter).decode("ascii")}
 
     @classmethod
@@ -197,7 +200,7 @@ class Plan:
                    file_bytes=int(doc["fileBytes"]), temp_bytes=int(doc["tempBytes"]),
                    tasks=int(doc["tasks"]),
                    user=None if user is None else (int(user[0]), int(user[1])),
-                   parent=parent, abi=int(doc["abi"]))
+                   parent=parent, top_cap=int(doc["topCap"]), abi=int(doc["abi"]))
         plan._rules = [(str(path), int(rights)) for path, rights in doc["rules"]]
         plan._filter = base64.b64decode(doc["filter"])
         return plan
@@ -218,7 +221,7 @@ class Plan:
             self._private_temp()
         ruleset = self._ruleset()
         try:
-            privileges.drop(self.user, privileges.last_cap())
+            privileges.drop(self.user, self.top_cap)
             privileges.die_with(self.parent)
             _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
             _check(_syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_long(ruleset),
