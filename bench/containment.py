@@ -137,6 +137,7 @@ def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
     root = Path(tempfile.mkdtemp())
+    root.chmod(0o711)  # as root, contained genes run as nobody: it must reach their folder
     genes = root / "genes"
     registry = Registry(root / ".rotifer")
     write_gene(genes, "py", "def express(input, ctx):\n    return input\n")

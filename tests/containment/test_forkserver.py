@@ -22,7 +22,7 @@ import pytest
 
 from rotifer.genes.contain.forkserver import server
 from rotifer.genes.contain.sandbox import CONTAINED, Grant
-from rotifer.genes.errors import GeneUnavailable
+from rotifer.genes.errors import GeneFailed, GeneUnavailable
 from rotifer.genes.execute import express
 from rotifer.genes.gene import Gene, load_gene
 from rotifer.memory import DeniedMemory, MemoryStore
@@ -190,8 +190,15 @@ def eventually(check: Callable[[], bool], what: str) -> None:
 ECHO = "import os\ndef express(input, ctx):\n" + NOW + "    return [input, os.getpid()]\n"
 
 
-def test_a_dead_server_is_restarted_and_a_run_it_left_still_ends(tmp_path: Path,
-                                                                fresh_server: None) -> None:
+def gone(pid: int) -> bool:
+    try:
+        return "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return True
+
+
+def test_a_dead_server_is_restarted_and_takes_its_genes_along(tmp_path: Path,
+                                                              fresh_server: None) -> None:
     g = gene(tmp_path, "echo", ECHO)
     assert express(g, 1, DeniedMemory(), grant=CONTAINED)[0] == 1
     first = server().pid
@@ -203,10 +210,15 @@ def test_a_dead_server_is_restarted_and_a_run_it_left_still_ends(tmp_path: Path,
     assert express(g, 2, DeniedMemory(), grant=CONTAINED)[0] == 2
     second = server().pid
     assert second not in (None, first)
-    # Killed while a gene runs: that run still ends (its pipes are to this
-    # process), its process is gone afterwards, the next run gets a new server.
-    out, _ = while_running(g, lambda pid: os.kill(second or 0, signal.SIGKILL), 3)
-    assert out[0] == 3
+    # Killed while a gene runs: the gene's process dies with it (its
+    # parent-death signal: nothing outlives the server), so that run is
+    # GENE_FAILED; nothing of it is left, the next run gets a new server.
+    def kill_server(pid: int) -> None:
+        os.kill(second or 0, signal.SIGKILL)
+        eventually(lambda: gone(pid), "the gene's process died with the server")
+
+    with pytest.raises(GeneFailed, match="gene 'echo'"):
+        while_running(g, kill_server, 3)
     assert processes_in(g.path.resolve()) == []
     assert express(g, 4, DeniedMemory(), grant=CONTAINED)[0] == 4
     assert server().pid not in (None, first, second)

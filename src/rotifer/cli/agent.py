@@ -99,11 +99,18 @@ def _data_policy(path: Path | None) -> DataPolicy | None:
 @click.option("--gene-output", "gene_output", type=int, metavar="MIB",
               help="how much output (print, log, raw writes) a gene's run passes on, in MiB "
                    "(default 1)")
+@click.option("--gene-threads", "gene_threads", type=int, metavar="N",
+              help="threads and processes of the genes' user, when rotifer runs as root "
+                   "(default 256)")
+@click.option("--gene-temp", "gene_temp", type=int, metavar="MIB",
+              help="the total size of each contained gene's temporary folder, when rotifer "
+                   "runs as root (default 256)")
 @click.pass_context
 def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], composition: str,
                    quota: str | None, policy_file: Path | None, trust: tuple[str, ...],
                    allow_tcp: tuple[str, ...], gene_memory: int | None,
-                   gene_output: int | None) -> None:
+                   gene_output: int | None,
+                   gene_threads: int | None, gene_temp: int | None) -> None:
     """Create agent NAME from genes, with an empty memory of its own.
 
     Example:
@@ -120,7 +127,8 @@ def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], compos
     quota_bytes = DEFAULT_QUOTA_BYTES if quota is None else parse_size(quota)
     policy = _data_policy(policy_file)
     gene_names = _gene_list(genes)
-    grants = from_options(trust, allow_tcp, gene_memory, gene_names, gene_output)
+    grants = from_options(trust, allow_tcp, gene_memory, gene_names, gene_output,
+                          gene_threads, gene_temp)
     spec = Agents(project).create(name, gene_names, composition, quota_bytes, policy, grants)
     click.echo(f"Created agent '{spec.name}': genes {', '.join(spec.genes)} ({spec.composition}), "
                f"memory quota {common.human_size(quota_bytes)}")

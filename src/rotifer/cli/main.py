@@ -188,21 +188,27 @@ def doctor_command() -> None:
     \b
         rotifer doctor
     """
-    from rotifer.genes.contain.doctor import promises
+    from rotifer.genes.contain.doctor import report
+    from rotifer.genes.errors import RotiferError
 
-    abi, rows, problems = promises()
-    click.echo(f"Landlock ABI: {abi or 'none'}")
+    found = report()
+    click.echo(f"Landlock ABI: {found.abi or 'none'}")
+    click.echo(f"Genes run as: {found.user}")
+    click.echo(f"A confined child holds: {found.held}")
     for line in common.table(["PROMISE", "ENFORCED", "BY"],
-                             [[p.what, "yes" if p.enforced else "no", p.why] for p in rows]):
+                             [[p.what, "yes" if p.enforced else "no", p.why]
+                              for p in found.promises]):
         click.echo(line)
-    if problems:
-        click.echo("Python and Node genes are refused here unless trusted "
-                   f"(--trust): {'; '.join(problems)}")
-    elif all(p.enforced for p in rows):
+    click.echo(_store_permissions())
+    if found.blocking:
+        raise RotiferError("Python and Node genes cannot run contained here; they are refused "
+                           f"unless trusted (--trust): {'; '.join(found.blocking)}",
+                           code="CONTAINMENT_UNAVAILABLE")
+    if all(p.enforced for p in found.promises):
         click.echo("Python and Node genes run contained.")
     else:
-        click.echo("Python and Node genes run, but not every promise holds (see above).")
-    click.echo(_store_permissions())
+        click.echo("Python and Node genes run contained, but not every promise holds here "
+                   "(see above).")
 
 
 def _store_permissions() -> str:

@@ -1,29 +1,69 @@
 """``rotifer doctor``: what this machine can enforce on a Python or Node gene.
 
-Each promise is answered from the kernel's Landlock ABI and from a real
-probe: a child confined exactly as a gene would be tries to open a socket,
-read ``/etc/passwd`` and start a process, and must be refused each time.
+Each promise is answered by a real probe where one can be made: a child
+confined exactly as a gene would be (:func:`.sandbox.sandbox`, the same
+:meth:`~.kernel.Plan.apply`) reports who it is (uid, gid, its capability sets,
+securebits), its limits, and tries what it must not do -- open a socket, read
+``/etc/passwd``, start a process, ``chmod`` a file, change its parent's
+limits, map shared anonymous memory, make a SysV message queue, watch files
+with fanotify and inotify -- each of which must fail.  A Node child is started
+confined too.  What cannot be probed (Landlock's TCP and signal scoping) is
+answered from the kernel's Landlock ABI.
+
+:func:`report` gives everything the command prints; other checks (the store's
+permissions, ...) add :class:`Promise` rows to :attr:`Report.promises`.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from . import kernel
-from .sandbox import CONTAINED, missing, python_read_paths, sandbox
+from . import kernel, privileges
+from .sandbox import CONTAINED, DEFAULT_TASKS, DEFAULT_TEMP_MIB, missing, python_read_paths, sandbox
 
-_PROBE = """
-import os, socket, sys
+_PROBE = r"""
+import ctypes, errno, json, mmap, os, socket, struct
+libc = ctypes.CDLL(None, use_errno=True)
 def refused(f):
     try:
-        f()
+        r = f()
     except OSError as e:
-        return e.errno in (1, 13)
-    return False
-print(refused(lambda: socket.socket(socket.AF_UNIX)),
-      refused(lambda: open("/etc/passwd").close()), refused(os.fork))
+        return e.errno in (errno.EPERM, errno.EACCES)
+    return r is not None and r < 0 and ctypes.get_errno() in (errno.EPERM, errno.EACCES)
+def caps():
+    data = ctypes.create_string_buffer(24)
+    libc.capget(struct.pack("=Ii", 0x20080522, 0), data)
+    words = struct.unpack("=6I", data.raw)
+    bounding = sum(1 for c in range(64) if libc.prctl(23, c, 0, 0, 0) == 1)
+    ambient = sum(1 for c in range(64) if libc.prctl(47, 1, c, 0, 0) == 1)
+    return {"effective": words[0] | words[3] << 32, "permitted": words[1] | words[4] << 32,
+            "inheritable": words[2] | words[5] << 32, "bounding": bounding, "ambient": ambient,
+            "securebits": libc.prctl(27, 0, 0, 0, 0)}
+import resource
+def limit(r):
+    return resource.getrlimit(r)[0]
+tmp = os.statvfs(os.environ["TMPDIR"])
+print(json.dumps({
+    "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "caps": caps(),
+    "socket": refused(lambda: socket.socket(socket.AF_UNIX)),
+    "files": refused(lambda: open("/etc/passwd").close()),
+    "fork": refused(os.fork),
+    "chmod": refused(lambda: os.chmod(os.environ["TMPDIR"], 0o700)),
+    "parent limits": refused(lambda: libc.prlimit(os.getppid(), 4, None, None)),
+    "shared memory": refused(lambda: mmap.mmap(-1, 4096)),
+    "sysv ipc": refused(lambda: libc.msgget(0, 0o1600)),
+    "fanotify": refused(lambda: libc.fanotify_init(0, 0)),
+    "inotify": refused(lambda: libc.inotify_init1(0)),
+    "limits": {"data": limit(resource.RLIMIT_DATA), "nproc": limit(resource.RLIMIT_NPROC),
+               "fsize": limit(resource.RLIMIT_FSIZE), "nofile": limit(resource.RLIMIT_NOFILE),
+               "temp": tmp.f_blocks * tmp.f_frsize},
+}))
 """
 
 
@@ -34,47 +74,130 @@ class Promise:
     why: str
 
 
-def _probe() -> tuple[bool, bool, bool] | str:
-    """(sockets refused, files outside refused, processes refused), or why the
-    probe could not run."""
+@dataclass
+class Report:
+    """What ``rotifer doctor`` prints: the Landlock ABI, the user genes run as,
+    what a probe child held, each promise, and what stops genes from running
+    contained here (``blocking``: the command then exits non-zero)."""
+
+    abi: int
+    user: str
+    held: str
+    promises: list[Promise] = field(default_factory=list)
+    blocking: list[str] = field(default_factory=list)
+
+
+def _confined(argv: list[str], read: list[str]) -> subprocess.CompletedProcess[str] | str:
     try:
-        with sandbox("doctor", python_read_paths(), CONTAINED) as box:
-            done = subprocess.run([sys.executable, "-S", "-E", "-c", _PROBE],
-                                  env=box.env, cwd=box.temp, capture_output=True, text=True,
+        with sandbox("doctor", read, CONTAINED) as box:
+            return subprocess.run(argv, env=box.env, cwd="/", capture_output=True, text=True,
                                   timeout=60, preexec_fn=box.plan.apply, check=False)
     except Exception as exc:  # doctor reports whatever went wrong
         return str(exc)
-    words = done.stdout.split()
-    if done.returncode != 0 or len(words) != 3:
+
+
+def _probe() -> dict[str, Any] | str:
+    """What a confined Python child saw, or why it could not run."""
+    done = _confined([sys.executable, "-S", "-E", "-c", _PROBE], python_read_paths())
+    if isinstance(done, str):
+        return done
+    try:
+        found = json.loads(done.stdout)
+    except ValueError:
         return f"the confined probe failed: {done.stderr.strip()[-300:]}"
-    sock, files, procs = (w == "True" for w in words)
-    return sock, files, procs
+    return found if isinstance(found, dict) else "the confined probe said nothing"
 
 
-def promises() -> tuple[int, list[Promise], list[str]]:
-    """(Landlock ABI, each promise, what is missing to contain genes)."""
+def _node() -> str | None:
+    """None when a confined Node child runs (or there is no node); else why not."""
+    node = shutil.which("node")
+    if node is None:
+        return None
+    prefix = str(Path(node).resolve().parent.parent)
+    done = _confined([node, "-e", "process.stdout.write('ok')"],
+                     [prefix, "/proc/self", "/sys/fs/cgroup", "/etc/ssl"])  # as the bridge
+    if isinstance(done, str):
+        return done
+    return None if done.stdout == "ok" else f"node failed confined: {done.stderr[-300:]}"
+
+
+def _held(probe: dict[str, Any]) -> str:
+    caps = probe["caps"]
+    return (f"uid {probe['uid']}, gid {probe['gid']}, groups {probe['groups'] or 'none'}; "
+            f"capabilities effective {caps['effective']:#x}, permitted {caps['permitted']:#x}, "
+            f"inheritable {caps['inheritable']:#x}, ambient {caps['ambient']}, bounding set "
+            f"{caps['bounding']} of {privileges.last_cap() + 1}; securebits "
+            f"{caps['securebits']:#x}")
+
+
+def report() -> Report:
+    """Probe this machine (a confined Python and Node child) and answer every promise."""
     abi = kernel.landlock_abi()
-    problems = missing()
-    probe = _probe() if not problems else "containment is not available"
-    probed = probe if isinstance(probe, tuple) else (False, False, False)
-    reason = "" if isinstance(probe, tuple) else f" ({probe})"
+    blocking = missing()
+    user = privileges.gene_user()
+    probe: dict[str, Any] | str = _probe() if not blocking else "containment is not available"
+    if isinstance(probe, str) and not blocking:
+        blocking.append(f"a confined Python child does not run: {probe}")
+    node = _node() if not blocking else None
+    if node:
+        blocking.append(f"a confined Node child does not run: {node}")
+    got = probe if isinstance(probe, dict) else {}
+    reason = "" if got else f" ({probe})"
+    caps = got.get("caps", {})
+    limits = got.get("limits", {})
+    out = Report(abi, privileges.describe(user), _held(got) if got else "not probed" + reason,
+                 blocking=blocking)
 
     def need(level: int) -> tuple[bool, str]:
         return abi >= level, f"Landlock ABI {level}+ (this kernel: {abi})"
 
+    def probed(key: str, by: str) -> tuple[bool, str]:
+        return bool(got.get(key)), f"{by}, probed{reason}"
+
+    no_caps = bool(got) and not any(caps[k] for k in ("effective", "permitted",
+                                                       "inheritable", "ambient"))
     rows = [
         ("read only the runtime and the gene's folder", *need(1)),
         ("write only a private temporary folder", *need(1)),
         ("no TCP bind or connect (but granted ports)", *need(4)),
         ("no signal to processes outside the gene", *need(6)),
         ("no abstract UNIX socket outside the gene", *need(6)),
-        ("no new socket of any family (seccomp)", probed[0],
-         "seccomp filter, probed" + reason),
-        ("no new process, ptrace, bpf, io_uring, mount, ... (seccomp)", probed[2],
-         "seccomp filter, probed" + reason),
-        ("files outside refused in a confined child", probed[1], "probed" + reason),
-        ("no_new_privs, rlimits, scrubbed environment, no inherited descriptor", True,
-         "always (POSIX and Linux 3.5+)"),
+        ("files outside refused in a confined child", *probed("files", "Landlock")),
+        ("only allowed system calls (seccomp allowlist): no socket", *probed("socket", "seccomp")),
+        ("no new process (threads only)", *probed("fork", "seccomp")),
+        ("no chmod/chown/utime/xattr", *probed("chmod", "seccomp")),
+        ("no change to rotifer's or the server's limits, priority, CPUs",
+         *probed("parent limits", "seccomp (pid 0 only)")),
+        ("no shared anonymous memory (no rlimit counts it)",
+         *probed("shared memory", "seccomp")),
+        ("no SysV IPC, fanotify, inotify",
+         got.get("sysv ipc", False) and got.get("fanotify", False) and got.get("inotify", False),
+         f"seccomp, probed{reason}"),
+        ("no capability (effective, permitted, inheritable, ambient)", no_caps,
+         f"capset, probed{reason}"),
+        ("bounding set empty, securebits locked",
+         bool(got) and caps["bounding"] == 0 and caps["securebits"] == privileges.SECUREBITS,
+         "needs rotifer to run as root (CAP_SETPCAP); harmless otherwise under no_new_privs"),
+        ("genes never run as root", bool(got) and got["uid"] != 0 and got["gid"] != 0,
+         f"as {out.user}, probed{reason}"),
+        (f"threads and processes capped ({DEFAULT_TASKS})",
+         user is not None and limits.get("nproc") == DEFAULT_TASKS,
+         "RLIMIT_NPROC of the genes' own user: rotifer runs as root" if user is not None
+         else "not as an ordinary user: RLIMIT_NPROC would count every process of the user"),
+        (f"temporary folder capped in total ({DEFAULT_TEMP_MIB} MiB)",
+         limits.get("temp") == DEFAULT_TEMP_MIB << 20,
+         "a tmpfs in the child's mount namespace: rotifer runs as root" if user is not None
+         else "not as an ordinary user (no mount namespace): 64 MiB per file only"),
+        ("data size, file size, open files limited (rlimits)",
+         bool(limits) and limits["data"] > 0 and limits["fsize"] > 0, "rlimits, probed"),
+        ("dies with rotifer (parent-death signal), no_new_privs, scrubbed environment", True,
+         "always (Linux 3.5+)"),
     ]
-    return abi, [Promise(w, bool(e), y) for w, e, y in rows], problems
+    out.promises = [Promise(w, bool(e), y) for w, e, y in rows]
+    return out
 
+
+def promises() -> tuple[int, list[Promise], list[str]]:
+    """(Landlock ABI, each promise, what is missing to contain genes)."""
+    found = report()
+    return found.abi, found.promises, found.blocking

@@ -10,11 +10,23 @@ A contained child (Python or Node) gets, before any code of its own runs:
   run) and ``/dev/null``; no TCP bind or connect except the ports granted at
   ``agent create --allow-tcp``; no signal to and no abstract UNIX socket of a
   process outside its own Landlock domain.
-- seccomp: no new socket of any family (except TCP when ports are granted),
-  no new process (threads only), no ptrace, process_vm_*, bpf, io_uring,
-  mount, unshare, setns, keyctl (see :mod:`rotifer.genes.contain.kernel`).
+- seccomp: an allowlist (:mod:`rotifer.genes.contain.syscalls`): no new
+  socket of any family (but TCP when ports are granted, never MPTCP, never
+  ``listen``), no new process (threads only), no metadata change (chmod,
+  chown, utime, xattrs), no fanotify/inotify, SysV IPC, shared anonymous
+  memory, ptrace, bpf, io_uring, mount, namespaces, keyctl, clock, hostname,
+  reboot, ...; ``prlimit64``, ``setpriority``, ``sched_setaffinity`` on the
+  child itself only.
+- no privileges (:mod:`rotifer.genes.contain.privileges`): when rotifer runs as
+  root, the child becomes ``nobody`` (or ``$ROTIFER_GENE_USER``), which must be
+  able to reach the gene's folder and the runtime (else GENE_UNAVAILABLE
+  naming the closed folder); no capability in any set, securebits locked;
+  SIGKILL when its parent dies.
 - ``no_new_privs``; rlimits: data size (:data:`DEFAULT_MEMORY_MIB`, or the
-  agent's ``--gene-memory``), 256 open files, 64 MiB per file written, no core dumps.
+  agent's ``--gene-memory``), 256 open files, 64 MiB per file written, no core
+  dumps; as root also :data:`DEFAULT_TASKS` threads and processes of the genes'
+  user and a private tmpfs of :data:`DEFAULT_TEMP_MIB` as the temporary folder
+  (its total size; as an ordinary user only the per-file cap holds).
 - an environment of its own: ``PATH``, ``LANG``, ``HOME`` and ``TMPDIR`` (both
   the temporary folder): no ``ROTIFER_MEMORY_URL``, no credentials.  A Python
   gene's process is forked from the fork server (:mod:`.zygote`), itself
@@ -50,6 +62,13 @@ if TYPE_CHECKING:
 
 #: The default data-size limit of a contained gene (MiB); ``agent create --gene-memory``.
 DEFAULT_MEMORY_MIB = 1024
+#: Threads and processes of the genes' user (RLIMIT_NPROC), when rotifer is
+#: root and genes run as a user of their own; Node starts about a dozen
+#: (``agent create --gene-threads``).
+DEFAULT_TASKS = 256
+#: The total size of the private temporary folder (a tmpfs, when rotifer is
+#: root; ``agent create --gene-temp``).
+DEFAULT_TEMP_MIB = 256
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
 
 
@@ -57,11 +76,15 @@ SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/loc
 class Grant:
     """What the deployer allows one gene: ``trusted`` runs it uncontained (in
     this process for Python, a plain child for Node); ``tcp_ports`` it may
-    connect to; ``memory_mib`` its data-size limit."""
+    connect to; ``memory_mib`` its data-size limit; ``tasks`` its threads and
+    processes and ``temp_mib`` its temporary folder's total size (both enforced
+    when rotifer runs as root)."""
 
     trusted: bool = False
     tcp_ports: tuple[int, ...] = field(default_factory=tuple)
     memory_mib: int = DEFAULT_MEMORY_MIB
+    tasks: int = DEFAULT_TASKS
+    temp_mib: int = DEFAULT_TEMP_MIB
 
 
 CONTAINED = Grant()
@@ -145,17 +168,30 @@ class Sandbox:
 def sandbox(name: str, read: list[str], grant: Grant) -> Iterator[Sandbox]:
     """A private temporary folder and the plan confining a child to ``read`` and
     that folder; the folder is removed afterwards, whatever the gene left in it."""
-    import shutil  # speed: these three only where a gene runs contained
+    import shutil  # speed: these only where a gene runs contained
     import tempfile
 
-    from . import kernel
+    from . import kernel, privileges
 
     require_containment(name)
+    user = privileges.gene_user()
+    if user is not None:
+        for path in read:
+            blocked = privileges.unreachable(path, user)
+            if blocked is not None:
+                raise GeneUnavailable(
+                    f"gene '{name}' cannot be contained: {blocked} is closed to "
+                    f"{privileges.describe(user)}, the user genes run as when rotifer runs "
+                    f"as root, and the gene needs {path}: let others pass (chmod o+x) and "
+                    f"read it, or set {privileges.ENV_GENE_USER} to a user that may")
     temp = tempfile.mkdtemp(prefix="rotifer-gene-")
     try:
+        if user is not None:
+            os.chown(temp, *user)
         plan = kernel.Plan(read=[*SYSTEM_READ, *read], write=[temp],
                            tcp_ports=list(grant.tcp_ports),
-                           memory_bytes=grant.memory_mib << 20)
+                           memory_bytes=grant.memory_mib << 20, tasks=grant.tasks,
+                           temp_bytes=grant.temp_mib << 20, user=user)
         try:
             plan.prepare()
         except OSError as exc:

@@ -34,9 +34,14 @@ process group; descriptors 0 (``/dev/null``), 1 and 2 (its output pipe), 3 and 4
 (the pipes to the parent) and no other -- the control socket, other runs'
 sockets and the server's epoll and pidfd descriptors are closed; the gene's
 folder as working folder; the run's environment (``HOME`` and ``TMPDIR`` its
-private temporary folder); then the plan: rlimits, ``no_new_privs``, Landlock,
-seccomp.  The server is outside the child's Landlock domain, so the child
-cannot signal it; seccomp refuses ``ptrace``; Landlock refuses ``/proc``.
+private temporary folder); then the plan (:meth:`kernel.Plan.apply`): rlimits,
+as root a tmpfs of its own on the temporary folder, the unprivileged user and
+no capability, death with the server (``PR_SET_PDEATHSIG``: the server is the
+child's parent, and the server itself ends when rotifer's end of the control
+socket closes, however rotifer died), ``no_new_privs``, Landlock, seccomp.
+The server is outside the child's Landlock domain, so the child cannot signal
+it; seccomp refuses ``ptrace`` and lets ``prlimit64``, ``setpriority`` and
+``sched_setaffinity`` reach only the child itself; Landlock refuses ``/proc``.
 """
 
 from __future__ import annotations
@@ -124,6 +129,7 @@ class Server:
         sock = socket.socket(fileno=fds[0])
         try:
             request = json.loads(data)
+            server = os.getpid()
             pid = os.fork()
         except Exception as exc:  # told to the parent, which raises it
             with contextlib.suppress(OSError):
@@ -136,7 +142,7 @@ class Server:
             try:
                 sock.detach()
                 self._forget()
-                _become_gene(request, fds[1:])
+                _become_gene(request, fds[1:], server)
             finally:
                 os._exit(70)  # the child never returns into the server's loop
         with contextlib.suppress(OSError):
@@ -205,7 +211,7 @@ class Server:
             self._reap(run)
 
 
-def _become_gene(request: dict[str, Any], fds: list[int]) -> None:
+def _become_gene(request: dict[str, Any], fds: list[int], server: int) -> None:
     """In the forked child: confine this process, then run the gene; never returns."""
     code = 0
     try:
@@ -215,7 +221,7 @@ def _become_gene(request: dict[str, Any], fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = ["-c", str(CHILD_IN), str(CHILD_OUT)]
-        kernel.Plan.from_message(request["plan"]).apply()
+        kernel.Plan.from_message(request["plan"], parent=server).apply()
     except BaseException as exc:  # the parent reports it
         with contextlib.suppress(BaseException):
             os.write(CHILD_OUT, (json.dumps({"type": "error", "kind": "unconfined",
