@@ -33,6 +33,7 @@ NODE_READER = ("exports.express = (root) => require('fs').readFileSync(root + "
 @pytest.fixture
 def in_the_venv() -> Iterator[Path]:
     base = Path(tempfile.mkdtemp(prefix="rotifer-exposed-", dir=sys.prefix))
+    base.chmod(0o711)  # as root, genes run as nobody, who must pass through it
     try:
         yield base
     finally:

@@ -59,7 +59,8 @@ class Project:
         (fine if they exist)."""
         project = cls(root)
         try:
-            private_dir(project.agents_dir)  # .rotifer/ and agents/: 0700 (memory/private.py)
+            private_dir(project.dot)  # .rotifer/ and agents/: 0700 (memory/private.py)
+            private_dir(project.agents_dir)
             secure(project.dot)
             project.genes_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -29,19 +29,17 @@ _said: set[str] = set()
 
 
 def private_dir(path: Path) -> None:
-    """``mkdir -p path`` with every folder it makes 0700 (``Path.mkdir`` gives
-    the parents it makes the umask's mode)."""
-    missing: list[Path] = []
-    at = Path(path)
-    while not at.exists():
-        missing.append(at)
-        if at.parent == at:
-            break
-        at = at.parent
-    for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, DIR_MODE)
-            os.chmod(folder, DIR_MODE)  # the umask may have taken bits off: exactly 0700
+    """``mkdir -p path`` with ``path`` itself 0700 if it makes it.
+
+    The parents it makes get the umask's mode, as ``mkdir -p`` gives them: a
+    project's own folder must stay reachable by the user contained genes run as
+    (``nobody`` when rotifer runs as root), which needs its genes' folders;
+    only what lies inside ``.rotifer/`` is private."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, DIR_MODE)
+        os.chmod(path, DIR_MODE)  # the umask may have taken bits off: exactly 0700
 
 
 def create_private(path: Path) -> None:
