@@ -5,8 +5,10 @@ one of them (here: inside the virtualenv's prefix for a Python gene, inside
 the ``node_modules`` folder rotifer uses for a Node gene) would have its
 ``.rotifer/`` and every gene's folder readable by every contained gene.  Such
 a run is refused before the gene starts, naming the path; with the check
-switched off (in this process) the same contained gene reads the store, which
-shows the refusal is what stands in the way; trusted it reads it anyway.
+switched off (in this process) the same contained gene reads another gene's
+code, which shows the refusal is what stands in the way; trusted it reads it
+anyway.  (The store itself is also private: ``.rotifer/`` is 0700, which binds a
+gene running as ``nobody`` when rotifer runs as root.)
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ import pytest
 from rotifer.genes.contain import python_host
 from tests.cli.helpers import add_gene, init_project, last_line, ok, refused, run_here, wrap
 
+SECRET = "# TOP SECRET 42\n"
 PY_READER = ("def express(input, ctx):\n"
-             "    with open(input + '/.rotifer/playground.db', 'rb') as f:\n"
+             "    with open(input + '/genes/other/gene.py', 'rb') as f:\n"
              "        return f.read(15).decode()\n")
 NODE_READER = ("exports.express = (root) => require('fs').readFileSync(root + "
-               "'/.rotifer/playground.db').subarray(0, 15).toString();\n")
+               "'/genes/other/gene.py').subarray(0, 15).toString();\n")
 
 
 @pytest.fixture
@@ -43,6 +46,8 @@ def in_the_venv() -> Iterator[Path]:
 def make(base: Path, reader: str, file: str) -> Path:
     root = init_project(base / "proj")
     add_gene(root, "reader", reader, file=file)
+    add_gene(root, "other", SECRET + "def express(input, ctx):\n    return {}\n",
+             file="gene.py")
     wrap(root, "reader")
     ok(root, "agent", "create", "a", "--genes", "reader")
     ok(root, "agent", "create", "t", "--genes", "reader", "--trust", "reader")
@@ -55,10 +60,10 @@ def test_a_project_inside_the_python_prefix_is_refused(
     value = json.dumps(str(root))
     line = last_line(refused(root, "GENE_UNAVAILABLE", "agent", "run", "a", "--input", value))
     assert f"the project ({root.resolve()}) lies under" in line, line
-    assert json.loads(ok(root, "agent", "run", "t", "--input", value)) == "SQLite format 3"
+    assert json.loads(ok(root, "agent", "run", "t", "--input", value)) == SECRET[:15]
     monkeypatch.setattr(python_host, "refuse_exposed", lambda *args: None)
     assert json.loads(ok(root, "agent", "run", "a", "--input", value,
-                         runner=run_here)) == "SQLite format 3"
+                         runner=run_here)) == SECRET[:15]
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
@@ -72,7 +77,7 @@ def test_a_project_inside_the_node_modules_folder_is_refused(tmp_path: Path) -> 
                              env=env))
     assert f"lies under {modules.resolve()}" in line, line
     assert json.loads(ok(root, "agent", "run", "t", "--input", value,
-                         env=env)) == "SQLite format 3"
+                         env=env)) == SECRET[:15]
     # The same project elsewhere runs contained, and the gene cannot read the store.
     moved = tmp_path / "elsewhere"
     shutil.move(str(root), moved)
