@@ -206,7 +206,8 @@ def _cache_file(gene: Gene, cache_dir: Path | None, modules: Path | None) -> str
 
 def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float = 10.0,
                   agent: str | None = None, log_sink: LogSink | None = None,
-                  cache_dir: Path | None = None, grant: Grant = CONTAINED) -> Any:
+                  cache_dir: Path | None = None, grant: Grant = CONTAINED,
+                  check: bool = False) -> Any:
     """Run ``gene`` (kind ``node``) on ``input`` with its memory calls served by ``memory``.
 
     ``cache_dir`` keeps TypeScript transpiled to JavaScript, by the SHA-256 of
@@ -214,7 +215,8 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
     reads it through the start message and hands a new transpilation back: a
     contained gene writes no file outside its temporary folder.  Unless
     ``grant.trusted``, the child is confined between fork and exec
-    (:mod:`rotifer.genes.contain`).
+    (:mod:`rotifer.genes.contain`).  ``check``: only load the gene (its module
+    runs, ``express`` must be an exported function) and return None.
     """
     node = find_node()
     try:
@@ -229,7 +231,7 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
         "gene": {"name": gene.name, "domain": gene.domain, "version": gene.phenotype.version,
                  "v2Id": gene.v2_id},
         "nodeModules": str(modules) if modules else None,
-        "compiled": _read_cache(cache_file),
+        "compiled": _read_cache(cache_file), "check": check,
     }
     argv = [node, "--no-warnings", str(RUNNER)]
     if grant.trusted:
