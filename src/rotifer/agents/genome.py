@@ -166,6 +166,17 @@ class Agents:
                                   "must be wrapped or compiled to use memory)")
         return list(names)
 
+    def _check_loads(self, names: builtins.list[str], grants: Containment) -> None:
+        """Each gene loads as the agent's run would load it (contained, or
+        trusted when granted), with the error that run would give: an agent is
+        never created around a gene that cannot run (INVALID_GENE, GENE_FAILED,
+        GENE_UNAVAILABLE)."""
+        from rotifer.genes.execute import check_loads
+
+        for g in dict.fromkeys(names):
+            check_loads(self.project.load_gene(g), cache_dir=self.project.cache_dir,
+                        grant=grants.grant(g))
+
     # -- reading ------------------------------------------------------------------
 
     def _read(self, path: Path) -> AgentSpec:
@@ -253,8 +264,13 @@ class Agents:
         if path.exists():
             raise AgentExists(f"agent '{name}' already exists ({path})")
         grants = containment.parse(grants.to_json() if grants else None, names, "agent create")
-        spec = AgentSpec(name=name, genes=names, composition=comp, memory_url=None,
-                         created_at=_now(), containment=grants)
+        self._check_loads(names, grants)
+        # The store it is created on is recorded (ROTIFER_MEMORY_URL or the
+        # project's config; None: the project's SQLite file), so that a later
+        # run without that setting finds its memory, or says where it is.
+        spec = AgentSpec(name=name, genes=names, composition=comp,
+                         memory_url=self.project.memory_url(name), created_at=_now(),
+                         containment=grants)
         store = self.project.open_store(name)
         try:
             if store.has_agent(name):
@@ -290,6 +306,7 @@ class Agents:
         grants = Containment(tuple(g for g in kept.trust if g in names),
                              {g: p for g, p in kept.allow_tcp.items() if g in names},
                              kept.gene_memory_mib)
+        self._check_loads(names, grants)
         new = replace(spec, genes=names, composition=comp, containment=grants)
         self._write(self.spec_path(name), new, exclusive=False)
         return new
