@@ -300,7 +300,7 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
     project = common.project_of(ctx)
     Agents(project).get(name)
     with project.open_store(name, create=False) as store:
-        require_memory(store, name)
+        require_memory(store, name, project)
         # list() removes what has expired first, so the record read after it
         # gives the usage of exactly the entries listed.
         entries, next_after = store.deployer(name).page(category, after, limit)
@@ -360,7 +360,7 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
     project = common.project_of(ctx)
     Agents(project).get(name)
     with project.open_store(name, create=False) as store:
-        require_memory(store, name)
+        require_memory(store, name, project)
         deployer = store.deployer(name)
         removed = deployer.delete_key(common.unshown(key)) if key is not None else \
             deployer.delete_category(category or "")

@@ -95,7 +95,7 @@ def _memory(project: Project, name: str, errors: list[Exception]) -> dict[str, A
 
     try:
         with project.open_store(name, create=False) as store:
-            require_memory(store, name)
+            require_memory(store, name, project)
             used, quota = store.usage(name)
             by_category = usage_by_category(store, name)
             policy = store.agent_record(name).data_policy

@@ -185,7 +185,7 @@ def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = Fal
         raise AgentMemoryError(ErrorCode.INVALID_INPUT, f"{file} exists; an export does not "
                           "replace a file: give another FILE, or --force to replace it")
     with project.open_store(name, create=False) as store:
-        require_memory(store, name)
+        require_memory(store, name, project)
         report = export_agent(store, name, file, keep_cache=keep_cache, replace=force,
                               progress=progress_bar("exporting", quiet=quiet))
     lines = [_summary("Exported", report) + f" to {file}"]
