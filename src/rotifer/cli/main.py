@@ -49,13 +49,18 @@ def cli(ctx: click.Context, project: Path | None) -> None:
 
 
 @cli.command("init")
-@click.argument("directory", required=False, default=".",
+@click.argument("directory", metavar="[DIR]", required=False, default=".",
                 type=click.Path(file_okay=False, path_type=Path))
 def init_command(directory: Path) -> None:
-    """Make DIR/.rotifer/ (with agents/) and DIR/genes/ (DIR defaults to the current folder).
+    """Make DIR/.rotifer/ (with agents/), DIR/genes/ and DIR/.gitignore (DIR
+    defaults to the current folder), then print the next steps.
 
-    In an existing project it also upgrades the memory files written by an
-    older rotifer (commands that only use memory refuse them unchanged).
+    The .gitignore holds .rotifer/ (state that must never be committed); an
+    existing .gitignore gets the line added if it lacks it.  A folder inside
+    another project's genes/ is refused (it would be a gene folder, not a
+    project).  In an existing project it also upgrades the memory files
+    written by an older rotifer (commands that only use memory refuse them
+    unchanged).
 
     Example:
 
@@ -64,10 +69,20 @@ def init_command(directory: Path) -> None:
     """
     from rotifer.agents.project import Project
 
+    existed = (directory / ".rotifer").is_dir()
     project = Project.init(directory)
     for path in project.upgrade_memory():
         click.echo(f"Upgraded the memory database {path} to this rotifer's schema")
     click.echo(f"Initialized rotifer project in {project.root}")
+    if not existed:
+        where = "" if project.root == Path.cwd().resolve() else \
+            f"cd {common.shell_word(str(directory))}\n  "
+        click.echo("Next:\n"
+                   f"  {where}rotifer new gene hello          # genes/hello: a Python gene "
+                   "(--typescript, --wat)\n"
+                   "  rotifer wrap hello && rotifer test hello\n"
+                   "  rotifer agent create greeter --genes hello\n"
+                   "  rotifer agent run greeter --input '{\"name\": \"Ada\"}'")
 
 
 def _print_ids(gene: Any) -> None:
@@ -88,7 +103,14 @@ def wrap_command(ctx: click.Context, gene: str) -> None:
     """
     from rotifer.agents.build import wrap_gene
 
-    wrapped = wrap_gene(common.project_of(ctx), gene)
+    project = common.project_of(ctx)
+    hints: list[str] = []
+    try:
+        wrapped = wrap_gene(project, common.gene_name(project, gene), hints=hints,
+                            log_sink=common.log_sink)
+    finally:
+        for h in hints:
+            common.hint(h)
     domain = common.shown(wrapped.domain)  # the phenotype's text: shown escaped
     click.echo(f"Wrapped gene '{wrapped.name}' ({wrapped.kind}, domain {domain}, "
                f"{wrapped.code_file.name})")
@@ -109,8 +131,14 @@ def compile_command(ctx: click.Context, gene: str) -> None:
     from rotifer.agents.build import compile_gene
 
     project = common.project_of(ctx)
+    gene = common.gene_name(project, gene)
     had_wat = (project.genes_dir / gene / "gene.wat").is_file()
-    compiled = compile_gene(project, gene)
+    hints: list[str] = []
+    try:
+        compiled = compile_gene(project, gene, hints=hints, log_sink=common.log_sink)
+    finally:
+        for h in hints:
+            common.hint(h)
     what = "gene.wat -> gene.wasm" if had_wat else compiled.code_file.name
     domain = common.shown(compiled.domain)
     click.echo(f"Compiled gene '{compiled.name}' ({compiled.kind}, domain {domain}, "
@@ -137,8 +165,8 @@ def run_command(ctx: click.Context, gene: str, input_text: str, trust: bool) -> 
     value = common.parse_input(input_text)
     hints: list[str] = []
     try:
-        output = run_gene(project, gene, value, log_sink=common.log_sink, trusted=trust,
-                          hints=hints)
+        output = run_gene(project, common.gene_name(project, gene), value,
+                          log_sink=common.log_sink, trusted=trust, hints=hints)
     finally:
         for h in hints:
             common.hint(h)
@@ -160,7 +188,9 @@ def test_command(ctx: click.Context, gene: str, trust: bool) -> None:
     from rotifer.agents.run import test_gene
     from rotifer.genes.errors import RotiferError
 
-    report = test_gene(common.project_of(ctx), gene, log_sink=common.log_sink, trusted=trust)
+    project = common.project_of(ctx)
+    report = test_gene(project, common.gene_name(project, gene), log_sink=common.log_sink,
+                       trusted=trust)
     for h in report.hints:
         common.hint(h)
     for case in report.cases:
@@ -201,9 +231,11 @@ def doctor_command() -> None:
 def _register_subcommands() -> None:
     from .agent import agent_group
     from .console import console_command
+    from .new import new_group
 
     cli.add_command(agent_group)
     cli.add_command(console_command)
+    cli.add_command(new_group)
 
 
 _register_subcommands()
@@ -296,6 +328,11 @@ def _run(argv: list[str] | None) -> int:
         return exc.exit_code
     except click.Abort:  # a prompt that got Ctrl-C or the end of its input
         return _report("INTERRUPTED", "aborted", 130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # A bare `rotifer` or `rotifer agent`: the command's help, as click
+        # shows it (on stderr, status 2), not a one-line USAGE_ERROR.
+        exc.show()
+        return 2
     except click.UsageError as exc:
         where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
         return _report("USAGE_ERROR", exc.format_message() + where, 2)
