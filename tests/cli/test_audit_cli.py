@@ -147,7 +147,14 @@ def test_show_is_newest_first_filtered_and_never_shows_values(proj: Path) -> Non
     assert len(limited) == 2
     assert ok(proj, "agent", "audit", "show", "bot", "--since",
               "2100-01-01T00:00:00Z").strip() == "No audit lines match"
-    refused(proj, "MEMORY_INVALID_INPUT", "agent", "audit", "show", "bot", "--since", "soon")
+    # a date alone (or date and minute) is UTC, as in the console's form (issue 36)
+    assert ok(proj, "agent", "audit", "show", "bot", "--since",
+              "2100-01-01").strip() == "No audit lines match"
+    assert len(ok(proj, "agent", "audit", "show", "bot", "--since", "2000-01-01T00:00",
+                  "--json").splitlines()) == len(ok(proj, "agent", "audit", "show", "bot",
+                                                    "--json").splitlines())
+    assert "2026-12-04" in refused(proj, "USAGE_ERROR", "agent", "audit", "show", "bot",
+                                   "--since", "soon")
     refused(proj, "AGENT_NOT_FOUND", "agent", "audit", "show", "nobody")
 
 

@@ -37,7 +37,7 @@ def agent_group() -> None:
 
     \b
         rotifer agent create helper --genes formatter
-        rotifer agent run helper --input '{"text": "hi"}'
+        rotifer agent run helper --input '{"code": "if x:\\ny()", "indent": 4}'
     """
 
 
@@ -97,7 +97,7 @@ def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], compos
     Example:
 
     \b
-        rotifer agent create helper --genes formatter,checker --memory-quota 5MB
+        rotifer agent create helper --genes formatter --memory-quota 5MB
     """
     from rotifer.agents.containment import from_options
     from rotifer.agents.genome import Agents
@@ -130,7 +130,7 @@ def update_genes_command(ctx: click.Context, name: str, genes: tuple[str, ...],
     Example:
 
     \b
-        rotifer agent update-genes helper --genes formatter,checker,summarizer
+        rotifer agent update-genes fmt --genes better-formatter
     """
     from rotifer.agents.genome import Agents
 
@@ -229,7 +229,7 @@ def run_command(ctx: click.Context, name: str, input_text: str) -> None:
     Example:
 
     \b
-        rotifer agent run helper --input '{"text": "hi"}'
+        rotifer agent run fmt --input '{"code": "if x:\\ny()"}'
     """
     from rotifer.agents.run import run_agent
 
@@ -254,7 +254,7 @@ def memory_group() -> None:
     Example:
 
     \b
-        rotifer agent memory list helper
+        rotifer agent memory list fmt
     """
 
 
@@ -293,7 +293,7 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
     Example:
 
     \b
-        rotifer agent memory list helper --category PREFERENCE --limit 50
+        rotifer agent memory list fmt --category PREFERENCE --limit 50
     """
     from rotifer.agents.genome import Agents
 
@@ -350,8 +350,8 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
     Example:
 
     \b
-        rotifer agent memory delete helper --key formatter/indent
-        rotifer agent memory delete helper --category CACHE
+        rotifer agent memory delete fmt --key formatter/indent
+        rotifer agent memory delete fmt --category CACHE
     """
     from rotifer.agents.genome import Agents
 

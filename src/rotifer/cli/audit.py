@@ -74,8 +74,8 @@ def audit_group() -> None:
     Example:
 
     \b
-        rotifer agent audit verify helper
-        rotifer agent audit show helper --limit 20
+        rotifer agent audit verify fmt
+        rotifer agent audit show fmt --limit 20
     """
 
 
@@ -106,7 +106,7 @@ def verify_command(ctx: click.Context, name: str, quiet: bool) -> None:
     Example:
 
     \b
-        rotifer agent audit verify helper
+        rotifer agent audit verify fmt
     """
     from rotifer.genes.errors import RotiferError
     from rotifer.memory.audit_verify import verify_agent
@@ -133,7 +133,8 @@ def verify_command(ctx: click.Context, name: str, quiet: bool) -> None:
 @click.option("--actor", default=None, metavar="ID",
               help="only lines of this actor (a gene's v2 id, deployer, retention)")
 @click.option("--since", default=None, metavar="T",
-              help="only lines at or after this RFC 3339 time")
+              help="only lines at or after this time: RFC 3339 (2026-12-04T09:30:00Z), "
+                   "or a date or date and minute taken as UTC (2026-12-04, 2026-12-04T09:30)")
 @click.option("--limit", default=None, type=click.IntRange(min=1), metavar="N",
               help="at most N lines (the newest)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per audit line")
@@ -146,19 +147,10 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
     Example:
 
     \b
-        rotifer agent audit show helper --key formatter/indent --limit 20
+        rotifer agent audit show fmt --key formatter/indent --since 2026-01-01 --limit 20
     """
     from rotifer.memory.audit_history import audit_history
-    from rotifer.memory.clock import parse_time
-    from rotifer.memory.errors import invalid
-
-    since_us = None
-    if since is not None:
-        try:
-            since_us = parse_time(since)
-        except ValueError:
-            raise invalid(f"--since must be an RFC 3339 time such as "
-                          f"2026-01-01T00:00:00Z, not {since!r}") from None
+    since_us = None if since is None else since_time(since)
     key = None if key is None else common.unshown(key)
     progress, done = log_progress("reading", quiet)
     try:
@@ -214,3 +206,22 @@ def _shown(row: list[str]) -> list[str]:
     cells = [common.shown(cell) for cell in row]
     cells[KEY] = common.cut(cells[KEY])
     return cells
+
+
+def since_time(text: str) -> int:
+    """``--since`` as epoch microseconds: an RFC 3339 time, or (as the console's
+    form takes it) a date ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM`` read as UTC.
+    Anything else is a usage error naming the forms."""
+    from rotifer.memory.clock import parse_time
+
+    candidate = text
+    if len(text) == 10:
+        candidate = text + "T00:00:00Z"
+    elif len(text) == 16 and text[10:11] in "Tt ":
+        candidate = text + ":00Z"
+    try:
+        return parse_time(candidate)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a time: give RFC 3339 (2026-12-04T09:30:00Z) "
+                                 "or a UTC date (2026-12-04, 2026-12-04T09:30)",
+                                 param_hint="--since") from None

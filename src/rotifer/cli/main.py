@@ -41,8 +41,10 @@ def cli(ctx: click.Context, project: Path | None) -> None:
 
     \b
         rotifer init
-        rotifer wrap formatter
-        rotifer run formatter --input '{"text": "hi"}'
+        rotifer new gene hello
+        rotifer wrap hello
+        rotifer agent create greeter --genes hello
+        rotifer agent run greeter --input '{"name": "Ada"}'
     """
     ctx.ensure_object(dict)
     ctx.obj["project"] = project
@@ -126,6 +128,7 @@ def compile_command(ctx: click.Context, gene: str) -> None:
     Example:
 
     \b
+        rotifer new gene counter --wat
         rotifer compile counter
     """
     from rotifer.agents.build import compile_gene
@@ -157,7 +160,8 @@ def run_command(ctx: click.Context, gene: str, input_text: str, trust: bool) -> 
     Example:
 
     \b
-        rotifer run formatter --input '{"text": "  hello  "}'
+        rotifer new gene hello
+        rotifer run hello --input '{"name": "Ada"}'
     """
     from rotifer.agents.run import run_gene
 

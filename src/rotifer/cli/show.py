@@ -153,8 +153,8 @@ def show_command(ctx: click.Context, name: str, as_json: bool) -> None:
     Example:
 
     \b
-        rotifer agent show helper
-        rotifer agent show helper --json
+        rotifer agent show fmt
+        rotifer agent show fmt --json
     """
     from rotifer.agents.genome import Agents
 

@@ -252,11 +252,13 @@ def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
                  quota: str | None, quiet: bool) -> None:
     """Move an agent's memory to another store and bind the agent to it.
 
+    URL is sqlite:PATH (a file) or a PostgreSQL URL such as
+    'postgresql://rotifer@127.0.0.1/rotifer' (see docs/backends.md).
+
     Example:
 
     \b
-        rotifer agent move helper --to sqlite:/srv/rotifer/helper.db
-        rotifer agent move helper --to 'postgresql://rotifer@127.0.0.1/rotifer'
+        rotifer agent move fmt --to sqlite:fmt-memory.db
     """
     _echo(do_move(project_of(ctx), name, to, keep_cache=keep_cache, quota=quota, quiet=quiet))
 
@@ -275,7 +277,7 @@ def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool,
     Example:
 
     \b
-        rotifer agent export helper helper-memory.json
+        rotifer agent export fmt fmt-memory.json
     """
     _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache, quiet=quiet,
                     force=force))
@@ -292,7 +294,9 @@ def import_command(ctx: click.Context, file: Path, quota: str | None, quiet: boo
     Example:
 
     \b
-        rotifer agent import helper-memory.json --memory-quota 20MB
+        rotifer agent export fmt fmt-memory.json
+        rotifer agent delete fmt --memory-only --yes
+        rotifer agent import fmt-memory.json --memory-quota 20MB
     """
     _echo(do_import(project_of(ctx), file, quota=quota, quiet=quiet))
 
