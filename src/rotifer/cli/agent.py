@@ -156,6 +156,7 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
         rotifer agent list --json
     """
     from rotifer.agents.genome import Agents
+    from rotifer.agents.status import genes_state
 
     project = common.project_of(ctx)
     specs, broken = Agents(project).scan()
@@ -163,19 +164,26 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
     # A store that cannot be opened fails all its agents with one error: say it once.
     errors = list({id(e): e for e in [*broken, *failed.values()]}.values())
     specs = [s for s in specs if s.name in usage]
+    states = {s.name: genes_state(project, s) for s in specs}
     if as_json:
         common.print_json([{**s.to_json(), "usedBytes": usage[s.name][0],
-                            "quotaBytes": usage[s.name][1]} for s in specs])
+                            "quotaBytes": usage[s.name][1],
+                            "changedGenes": sorted(states[s.name].stale)} for s in specs])
     elif specs:
         # The CONTAINMENT column appears when some agent has grants (trust, TCP, memory).
         granted = any(not s.containment.is_default() for s in specs)
-        rows = [[s.name, ",".join(s.genes), s.composition,
+        rows = [[s.name, ",".join(g + ("*" if g in states[s.name].stale else "")
+                                  for g in s.genes), s.composition,
                  f"{common.human_size(usage[s.name][0])} / "
                  f"{common.human_size(usage[s.name][1])}",
-                 *([s.containment.summary()] if granted else [])] for s in specs]
+                 *([s.containment.summary() if not s.containment.is_default()
+                    else states[s.name].runs(s)] if granted else [])] for s in specs]
         headers = ["NAME", "GENES", "COMPOSITION", "MEMORY", *(["CONTAINMENT"] if granted else [])]
         for line in common.table(headers, rows):
             click.echo(line)
+        if any(state.stale for state in states.values()):
+            click.echo("* changed since it was wrapped: its memory calls are refused until "
+                       "`rotifer wrap GENE` (see `rotifer agent show NAME`)")
     elif not errors:
         click.echo("No agents (create one with `rotifer agent create NAME --genes GENE`)")
     if errors:
