@@ -138,6 +138,11 @@ def test_show_is_newest_first_filtered_and_never_shows_values(proj: Path) -> Non
     rows = out.strip().splitlines()
     assert rows[0].split() == ["TS", "SEQ", "ACTION", "KEY", "CATEGORY", "BYTES", "ACTOR"]
     assert "delete" in rows[1] or "update" in rows[1]
+    # a gene's id shortened as `agent memory list` shows a creator (issue 36)
+    actor = json.loads(ok(proj, "agent", "audit", "show", "bot", "--limit", "1",
+                          "--json"))["actor"]
+    assert actor.startswith("v2:") and actor not in out
+    assert f"{actor[:15]}… (" in rows[1]
     assert all(w[1] not in out for w in WRITES)
     keyed = [json.loads(x) for x in ok(proj, "agent", "audit", "show", "bot", "--key",
                                        "memo/ctx", "--json").splitlines()]

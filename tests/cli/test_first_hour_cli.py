@@ -81,3 +81,8 @@ def test_wrap_takes_the_gene_folder_as_a_path(tmp_path: Path) -> None:
     assert "Wrapped gene 'greeter'" in ok_here(root / "genes", "wrap", "./greeter")
     err = refused_here(root, "INVALID_GENE", "wrap", str(tmp_path))
     assert "rotifer wrap NAME" in err
+
+
+def test_memory_delete_help_says_exactly_one_of_key_or_category() -> None:
+    done = run_here(Path.cwd(), "agent", "memory", "delete", "--help")
+    assert "exactly one of --key or --category" in " ".join(done.stdout.split())

@@ -355,6 +355,9 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
                           category: str | None) -> None:
     """Remove one entry by key, or every entry of a category, whatever their policies.
 
+    Give exactly one of --key or --category (both, or neither, is a usage
+    error).  Audited as the deployer; prints how many entries went.
+
     Example:
 
     \b

@@ -163,7 +163,9 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
         for line in lines:
             click.echo(json.dumps(line, ensure_ascii=True))
         return
-    rows = (_row(line) for line in lines)
+    registry = common.project_of(ctx).registry().entries()
+    names = {gid: str(info.get("name", "")) for gid, info in registry.items()}
+    rows = (_row(line, names) for line in lines)
     first = [row for _, row in zip(range(PAGE), rows, strict=False)]
     if not first:
         click.echo("No audit lines" + (" match" if key or actor or since else ""))
@@ -179,11 +181,20 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
 KEY = 3
 
 
-def _row(line: dict[str, object]) -> list[str]:
+def _actor(actor: str, names: dict[str, str]) -> str:
+    """A gene's v2 id shortened as ``agent memory list`` shows a creator
+    (``v2:0123456789ab… (formatter)``); other actors (deployer, retention) whole."""
+    if not actor.startswith("v2:"):
+        return actor
+    gene = names.get(actor)
+    return f"{actor[:15]}… ({gene})" if gene else f"{actor[:15]}…"
+
+
+def _row(line: dict[str, object], names: dict[str, str]) -> list[str]:
     return [str(line.get("ts", "")), "" if line.get("seq") is None else str(line["seq"]),
             str(line.get("action", "")), "" if line.get("key") is None else str(line["key"]),
             str(line.get("category") or ""), str(line.get("bytes", "")),
-            str(line.get("actor") or "")]
+            _actor(str(line.get("actor") or ""), names)]
 
 
 def _table(first: Sequence[list[str]], rest: Iterable[list[str]],
