@@ -51,6 +51,8 @@ class ExportChecker:
         unknown = sorted(set(head) - TOP_FIELDS - OPTIONAL_FIELDS)
         if unknown:
             raise invalid(f"export has unknown field(s) {unknown} or lacks []")
+        if "spec" in head and not isinstance(head["spec"], dict):
+            raise invalid("export's 'spec' must be an object")
         self.head = dict(head)
         agent_id = head.get("agent")
         if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:
