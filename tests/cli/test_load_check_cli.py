@@ -111,3 +111,18 @@ def test_node_gene_that_cannot_load_is_refused_by_wrap_and_test(tmp_path: Path,
     wrap(root, "broken")
     ok_here(root, "test", "broken")
     ok_here(root, "agent", "create", "bot", "--genes", "broken")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+def test_wrap_says_when_a_typescript_gene_cannot_be_loaded_here(tmp_path: Path) -> None:
+    """No TypeScript compiler: wrap records the id (that is its job) but says at
+    once what the run will need, instead of agent run saying it after create."""
+    from .helpers import run_here
+
+    root = init_project(tmp_path / "p")
+    add_gene(root, "ts", "export const express = (i: unknown) => i;\n", file="index.ts")
+    env = {"ROTIFER_NODE_MODULES": str(tmp_path / "empty")}
+    done = run_here(root, "wrap", "ts", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "hint: " in done.stderr and "make node-deps" in done.stderr
+    refused_here(root, "GENE_UNAVAILABLE", "agent", "create", "bot", "--genes", "ts", env=env)
