@@ -22,6 +22,9 @@ from .helpers import (
 from .helpers import (
     refused_here as refused,
 )
+from .helpers import (
+    run_here as run,
+)
 from .test_memory_cli import MEMO, WRITES
 
 
@@ -169,3 +172,19 @@ def test_show_escapes_control_characters_in_keys(proj: Path) -> None:
     out = ok(proj, "agent", "audit", "show", "bot", "--limit", "1")
     assert "\x1b" not in out and "\r" not in out
     assert "red\\x1b[31m\\rforged" in out
+
+
+def test_show_gives_a_deleted_agents_history(proj: Path) -> None:
+    """Issue 36: `agent delete` keeps the agent's lines in the log; `audit show`
+    shows them (with a hint that the agent is gone) instead of AGENT_NOT_FOUND."""
+    before = [json.loads(x) for x in ok(proj, "agent", "audit", "show", "bot",
+                                        "--json").splitlines()]
+    ok(proj, "agent", "delete", "bot", "--yes")
+    done = run(proj, "agent", "audit", "show", "bot", "--json")
+    assert done.returncode == 0, done.stderr
+    after = [json.loads(x) for x in done.stdout.splitlines()]
+    assert "was deleted" in done.stderr
+    assert after[0]["action"] == "drop_agent"
+    assert [x["seq"] for x in after[-len(before):]] == [x["seq"] for x in before]
+    assert min(x["seq"] for x in after) == 1
+    refused(proj, "AGENT_NOT_FOUND", "agent", "audit", "show", "nobody")

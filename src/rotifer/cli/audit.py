@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -95,6 +95,40 @@ def _open(ctx: click.Context, name: str) -> MemoryStore:
     return store
 
 
+def _open_history(ctx: click.Context, name: str) -> tuple[MemoryStore, bool]:
+    """:func:`_open` and False, or for an agent that was deleted (no spec, no
+    memory) the project's store and True: its lines are kept in the log."""
+    from rotifer.genes.errors import AgentNotFound
+
+    try:
+        return _open(ctx, name), False
+    except AgentNotFound as exc:
+        gone = exc
+    project = common.project_of(ctx)
+    try:
+        store = project.open_store(name, create=False)
+    except Exception:
+        raise gone from None
+    if store.has_agent(name):  # a memory without a spec: not a deleted agent
+        store.close()
+        raise gone
+    return store, True
+
+
+def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
+                ) -> list[dict[str, Any]]:
+    """A deleted agent's lines; AGENT_NOT_FOUND when the log has none of it."""
+    from rotifer.genes.errors import AgentNotFound
+    from rotifer.memory.audit_history import audit_history
+
+    kept = list(lines)
+    if not kept and not any(True for _ in audit_history(store, name, limit=1)):
+        raise AgentNotFound(f"no agent '{name}', and the audit log holds no history of "
+                            "one by that name")
+    common.hint(f"agent '{name}' was deleted; this is the history of its memory")
+    return kept
+
+
 @audit_group.command("verify")
 @click.argument("name")
 @click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
@@ -154,9 +188,12 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
     key = None if key is None else common.unshown(key)
     progress, done = log_progress("reading", quiet)
     try:
-        with _open(ctx, name) as store:
+        store, deleted = _open_history(ctx, name)
+        with store:
             lines = audit_history(store, name, key=key, actor=actor, since_us=since_us,
                                   limit=limit, progress=progress)
+            if deleted:
+                lines = iter(_of_deleted(store, name, lines))
     finally:
         done()
     if as_json:
