@@ -4,7 +4,9 @@ Registering is what gives a gene's *current content* its v2 id and with it
 memory access (see :mod:`rotifer.genes.registry`).  Both commands check the
 gene before registering it, so an id in the registry always names a gene that
 loads: the phenotype is valid, a Python gene's source compiles, a WASM module
-is valid and follows the ABI.
+is valid and follows the ABI, and a Python or Node gene's module runs in the
+contained child as at the start of a run, defining ``express`` as a function
+(:func:`load_check`: the error a run would give, INVALID_GENE or GENE_FAILED).
 
 - ``wrap_gene``: registers the gene as it is (its code file is the first of
   ``gene.wasm``, ``gene.wat``, ``gene.py``, ``index.ts``, ``index.js``).
