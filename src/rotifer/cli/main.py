@@ -98,6 +98,10 @@ def _print_ids(gene: Any) -> None:
 def wrap_command(ctx: click.Context, gene: str) -> None:
     """Check genes/GENE and record its v2 id, which gives it memory access.
 
+    The gene is loaded as a run loads it (contained; express is not called):
+    one that a run would refuse (no express, an import that fails) is refused
+    here with the same error.  GENE may also be the path genes/GENE.
+
     Example:
 
     \b
@@ -183,6 +187,9 @@ def run_command(ctx: click.Context, gene: str, input_text: str, trust: bool) -> 
 @click.pass_context
 def test_command(ctx: click.Context, gene: str, trust: bool) -> None:
     """Run the cases of genes/GENE/tests.json on an empty, temporary memory.
+
+    The gene is first loaded as wrap loads it, and refused with the same
+    error; without a tests.json that is all it checks.
 
     Example:
 
