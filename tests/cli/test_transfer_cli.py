@@ -142,7 +142,16 @@ def test_export_then_import_into_another_project(proj: Path, tmp_path: Path) -> 
     assert spec["genes"] == ["memo"] and spec["memoryUrl"] is None
     assert entries(other) == {k: v for k, v in before.items() if v[0] != "CACHE"}
     assert reads(other) == NO_CACHE
-    assert [line["action"] for line in audit(other)][:4] == [
+    # the history travelled too (issue 36): it starts at seq 1, then the import
+    history = [json.loads(x) for x in ok(other, "agent", "audit", "show", "bot",
+                                         "--json").splitlines()]
+    source = [json.loads(x) for x in ok(proj, "agent", "audit", "show", "bot",
+                                        "--json").splitlines()]
+    assert min(x["seq"] for x in history if "seq" in x) == 1
+    assert [x["seq"] for x in history if x["action"] == "write"] == \
+        [x["seq"] for x in source if x["action"] == "write"]
+    assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
+    assert [line["action"] for line in audit(other) if line["action"] != "write"][:4] == [
         "import_agent", "import", "import", "import"]
     # Importing again would merge: refused, nothing changed.
     refused(other, "MEMORY_INVALID_INPUT", "agent", "import", str(proj / "bot.json"))

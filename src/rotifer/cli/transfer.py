@@ -190,7 +190,8 @@ def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = Fal
     with project.open_store(name, create=False) as store:
         require_memory(store, name, project)
         report = export_agent(store, name, file, keep_cache=keep_cache, replace=force,
-                              progress=progress_bar("exporting", quiet=quiet), spec=spec)
+                              progress=progress_bar("exporting", quiet=quiet), spec=spec,
+                              history=_history(store, name))
     lines = [_summary("Exported", report) + f" to {file}"]
     lines += [line for line in (_left_behind(report),) if line]
     lines.append(f"Checksum (sha256): {report.sha256}")
@@ -212,6 +213,42 @@ def _travelling_spec(project: Project, spec: AgentSpec) -> dict[str, Any]:
             ids[gene] = None
     doc["geneIds"] = ids
     return doc
+
+
+#: At most this many audit lines travel in an export (more: none, and the
+#: importing project's history starts at the import, as before).
+HISTORY_LINES = 100_000
+
+
+def _history(store: MemoryStore, name: str) -> list[dict[str, Any]] | None:
+    """The agent's committed audit lines, oldest first, for the export to carry
+    (None when there are more than :data:`HISTORY_LINES` or the log cannot be read)."""
+    from rotifer.memory.audit_history import audit_history
+    from rotifer.memory.audit_read import LogProblem
+
+    try:
+        newest = list(audit_history(store, name, limit=HISTORY_LINES + 1))
+    except (LogProblem, AgentMemoryError):
+        return None
+    return None if len(newest) > HISTORY_LINES else newest[::-1]
+
+
+def _carry_history(store: MemoryStore, name: str, file: Path) -> None:
+    """Append the history the export carries to this project's log, before the
+    import's own lines, when the log holds none of the agent's lines yet (an
+    import into another project): ``audit show`` then starts at seq 1.  The
+    lines are the agent's own (checked when the file was read), re-chained."""
+    from rotifer.memory.audit_history import audit_history
+    from rotifer.memory.transfer.document import open_document
+
+    if any(True for _ in audit_history(store, name, limit=1)):
+        return  # this log has the agent's history already
+    with open_document(file) as doc:
+        history = doc.head.get("history")
+    if isinstance(history, list) and history:
+        store.audit.write([{k: v for k, v in line.items() if k != "prev"}
+                           for line in history if isinstance(line, dict)
+                           and line.get("agent") == name])
 
 
 def _spec_from_file(project: Project, name: str, carried: object, file: Path) -> None:
@@ -281,7 +318,7 @@ def do_import(project: Project, file: Path, *, quota: str | None = None,
         _spec_from_file(project, name, carried, file)
         made = True
     try:
-        return _import_into(project, name, file, quota_bytes, quiet)
+        return _import_into(project, name, file, quota_bytes, quiet, carry=made)
     except BaseException:
         if made:
             agents.spec_path(name).unlink(missing_ok=True)
@@ -289,7 +326,7 @@ def do_import(project: Project, file: Path, *, quota: str | None = None,
 
 
 def _import_into(project: Project, name: str, file: Path, quota_bytes: int | None,
-                 quiet: bool) -> list[str]:
+                 quiet: bool, carry: bool) -> list[str]:
     from rotifer.memory.transfer import import_agent
 
     with project.open_store(name) as store:
@@ -302,6 +339,8 @@ def _import_into(project: Project, name: str, file: Path, quota_bytes: int | Non
                 f"never merges; nothing was imported. To replace it: `rotifer agent export "
                 f"{name} FILE` keeps a copy, `rotifer agent delete {name} --memory-only` "
                 "removes it (the spec stays); then import again")
+        if carry:
+            _carry_history(store, name, file)
         report = import_agent(store, file, quota_bytes=quota_bytes,
                               progress=progress_bar("importing", quiet=quiet))
     return [_summary("Imported", report) + f" into {report.destination}",
