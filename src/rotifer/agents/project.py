@@ -272,5 +272,5 @@ def require_memory(store: MemoryStore, agent: str, project: Project | None = Non
         from rotifer.memory.transfer import describe
 
         note = None if project is None else project.binding_note(agent, project.memory_url(agent))
-        raise storage(f"agent '{agent}' has no memory in {describe(store)} "
-                      + (f"; {note}" if note else "(was it moved or its store replaced?)"))
+        raise storage(f"agent '{agent}' has no memory in {describe(store)}"
+                      + (f"; {note}" if note else " (was it moved or its store replaced?)"))

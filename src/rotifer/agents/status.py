@@ -12,8 +12,8 @@ from rotifer.genes.errors import RotiferError
 from .genome import AgentSpec
 from .project import Project
 
-#: The three words for how a gene runs, the same in every command and the console.
-CONTAINED, TRUSTED, WASM = "contained", "trusted", "WASM sandbox"
+#: How an agent without grants runs, in ``agent list`` (``agent show`` says it per gene).
+CONTAINED, WASM = "contained", "WASM sandbox"
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class GenesState:
     kinds: dict[str, str | None]  # gene -> "python" | "node" | "wasm"; None: does not load
     stale: dict[str, str]  # gene -> "changed since it was last wrapped: run ..."
 
-    def runs(self, spec: AgentSpec) -> str:
+    def runs(self) -> str:
         """One word for the agent: WASM sandbox when every gene is WASM, else
         contained (grants are listed beside it by the caller)."""
         kinds = set(self.kinds.values())

@@ -177,7 +177,7 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
                  f"{common.human_size(usage[s.name][0])} / "
                  f"{common.human_size(usage[s.name][1])}",
                  *([s.containment.summary() if not s.containment.is_default()
-                    else states[s.name].runs(s)] if granted else [])] for s in specs]
+                    else states[s.name].runs()] if granted else [])] for s in specs]
         headers = ["NAME", "GENES", "COMPOSITION", "MEMORY", *(["CONTAINMENT"] if granted else [])]
         for line in common.table(headers, rows):
             click.echo(line)
