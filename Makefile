@@ -56,9 +56,13 @@ bench: install
 	$(PIP_INSTALL) -e '.[dev,console,langgraph,mcp,bench]'
 	$(PY) -m bench
 
+# A short run writes a copy (bench/results/, untracked), never the tracked
+# docs/benchmarks.md, whose figures are the full run's.
 bench-quick: install
 	$(PIP_INSTALL) -e '.[dev,console,langgraph,mcp,bench]'
-	$(PY) -m bench --quick
+	mkdir -p bench/results && cp docs/benchmarks.md bench/results/benchmarks-quick.md
+	$(PY) -m bench --quick --out bench/results/benchmarks-quick.md
+	@echo "bench-quick: figures in bench/results/benchmarks-quick.md (docs/benchmarks.md unchanged)"
 
 # The fault and attack suite alone (make test runs it too), and the table in
 # docs/reliability.md regenerated from a run of it.

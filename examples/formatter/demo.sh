@@ -11,14 +11,24 @@ demo="${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/rotifer-demo.XXXXXX")}"
 export ROTIFER_TELEMETRY="${ROTIFER_TELEMETRY:-0}"
 unset ROTIFER_PROJECT ROTIFER_MEMORY_URL
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+# Bold only on a terminal: piped (make demo | tee log), no escape codes.
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+shown() {  # the command as a line you can paste: words quoted where a shell needs it
+    local w out=''
+    for w in "$@"; do
+        if [[ $w =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then out+=" $w"
+        else out+=" '${w//\'/\'\\\'\'}'"; fi
+    done
+    printf '\n%s$%s%s\n' "$bold" "$out" "$plain"
+}
+step() { shown "$@"; "$@"; }
 expect_indent() {  # the agent's output must report this indent
     python3 -c 'import json,sys; out=json.loads(sys.argv[1]); assert out["indent"] == int(sys.argv[2]), out; print(out["formatted"])' "$1" "$2" \
         || { echo "demo: expected indent $2, got: $1" >&2; exit 1; }
 }
 
 run_fmt() {  # sets $out to the agent's output
-    printf "\n\033[1m$ rotifer agent run fmt --input '%s'\033[0m\n" "$1"
+    shown rotifer agent run fmt --input "$1"
     out=$(rotifer agent run fmt --input "$1"); echo "$out"
 }
 
@@ -30,7 +40,19 @@ return "hello " + name;
 INPUT4=$(python3 -c 'import json,sys; print(json.dumps({"code": sys.argv[1], "indent": 4}))' "$CODE")
 INPUT=$(python3 -c 'import json,sys; print(json.dumps({"code": sys.argv[1]}))' "$CODE")
 
+# A rerun with the same DEMO_DIR starts the demo project afresh (the mark says
+# this demo made it); a folder that holds another project is left alone.
+if [ -d "$demo/.rotifer" ]; then
+    if [ -f "$demo/.rotifer/made-by-demo" ]; then
+        echo "demo: starting $demo afresh (made by an earlier make demo)"
+        rm -rf "$demo/.rotifer" "$demo/genes"
+    else
+        echo "demo: $demo already holds a rotifer project; pick another DEMO_DIR" >&2
+        exit 1
+    fi
+fi
 step rotifer init "$demo"
+: > "$demo/.rotifer/made-by-demo"
 cp -R "$here/genes/." "$demo/genes/"
 cd "$demo"
 step rotifer wrap formatter
@@ -59,3 +81,9 @@ echo
 echo "demo: ok -- the better formatter found the indent (4) the first formatter remembered."
 echo "demo: project left in $demo"
 echo "demo: see it in a browser: rotifer --project $demo console"
+echo "demo: next, your own gene: see 'Your first gene' in README.md (rotifer new gene NAME)"
+if [ -d "$here/../../node_modules/typescript" ]; then
+    echo "demo: TypeScript genes are ready here (node_modules/typescript): rotifer new gene NAME --typescript"
+else
+    echo "demo: TypeScript genes need the pinned compiler: run 'make node-deps' once in $(cd "$here/../.." && pwd)"
+fi

@@ -12,7 +12,7 @@ python="${PYTHON:-python3}"
 export ROTIFER_TELEMETRY="${ROTIFER_TELEMETRY:-0}"
 unset ROTIFER_PROJECT ROTIFER_MEMORY_URL
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+step() { local w b='' e='' l=''; if [ -t 1 ]; then b=$'\033[1m' e=$'\033[0m'; fi; for w in "$@"; do if [[ $w =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then l+=" $w"; else l+=" '${w//\'/\'\\\'\'}'"; fi; done; printf '\n%s$%s%s\n' "$b" "$l" "$e"; "$@"; }
 
 step rotifer init "$demo"
 cp -R "$here/genes/." "$demo/genes/"

@@ -16,7 +16,7 @@ from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent
 from rotifer.agents.testing import TEST_AGENT_PREFIX, json_equal
 from rotifer.agents.testing import test_gene as run_tests
-from rotifer.genes.errors import GeneNotFound, InvalidTests
+from rotifer.genes.errors import GeneNotFound, InvalidGene, InvalidTests
 
 from ..genes.helpers import FORMATTER, write_gene, write_wat_gene
 from .conftest import audit_lines
@@ -163,8 +163,9 @@ def test_no_write_tests(project: Project) -> None:
     assert report.passed and report.cases == []
     assert any("tests.json not found" in h for h in report.hints)
     write_gene(project.genes_dir, "bad", "def express(:\n")
-    report = run_tests(project, "bad")
-    assert not report.passed and report.cases[0].name == "loads"
+    # refused as `rotifer wrap` refuses it, before any memory is made (issue 36)
+    with pytest.raises(InvalidGene, match=r"gene\.py line 1"):
+        run_tests(project, "bad")
     assert agents_in_store(project) == []
 
 

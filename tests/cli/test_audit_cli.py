@@ -22,6 +22,9 @@ from .helpers import (
 from .helpers import (
     refused_here as refused,
 )
+from .helpers import (
+    run_here as run,
+)
 from .test_memory_cli import MEMO, WRITES
 
 
@@ -138,6 +141,11 @@ def test_show_is_newest_first_filtered_and_never_shows_values(proj: Path) -> Non
     rows = out.strip().splitlines()
     assert rows[0].split() == ["TS", "SEQ", "ACTION", "KEY", "CATEGORY", "BYTES", "ACTOR"]
     assert "delete" in rows[1] or "update" in rows[1]
+    # a gene's id shortened as `agent memory list` shows a creator (issue 36)
+    actor = json.loads(ok(proj, "agent", "audit", "show", "bot", "--limit", "1",
+                          "--json"))["actor"]
+    assert actor.startswith("v2:") and actor not in out
+    assert f"{actor[:15]}… (" in rows[1]
     assert all(w[1] not in out for w in WRITES)
     keyed = [json.loads(x) for x in ok(proj, "agent", "audit", "show", "bot", "--key",
                                        "memo/ctx", "--json").splitlines()]
@@ -147,7 +155,14 @@ def test_show_is_newest_first_filtered_and_never_shows_values(proj: Path) -> Non
     assert len(limited) == 2
     assert ok(proj, "agent", "audit", "show", "bot", "--since",
               "2100-01-01T00:00:00Z").strip() == "No audit lines match"
-    refused(proj, "MEMORY_INVALID_INPUT", "agent", "audit", "show", "bot", "--since", "soon")
+    # a date alone (or date and minute) is UTC, as in the console's form (issue 36)
+    assert ok(proj, "agent", "audit", "show", "bot", "--since",
+              "2100-01-01").strip() == "No audit lines match"
+    assert len(ok(proj, "agent", "audit", "show", "bot", "--since", "2000-01-01T00:00",
+                  "--json").splitlines()) == len(ok(proj, "agent", "audit", "show", "bot",
+                                                    "--json").splitlines())
+    assert "2026-12-04" in refused(proj, "USAGE_ERROR", "agent", "audit", "show", "bot",
+                                   "--since", "soon")
     refused(proj, "AGENT_NOT_FOUND", "agent", "audit", "show", "nobody")
 
 
@@ -157,3 +172,19 @@ def test_show_escapes_control_characters_in_keys(proj: Path) -> None:
     out = ok(proj, "agent", "audit", "show", "bot", "--limit", "1")
     assert "\x1b" not in out and "\r" not in out
     assert "red\\x1b[31m\\rforged" in out
+
+
+def test_show_gives_a_deleted_agents_history(proj: Path) -> None:
+    """Issue 36: `agent delete` keeps the agent's lines in the log; `audit show`
+    shows them (with a hint that the agent is gone) instead of AGENT_NOT_FOUND."""
+    before = [json.loads(x) for x in ok(proj, "agent", "audit", "show", "bot",
+                                        "--json").splitlines()]
+    ok(proj, "agent", "delete", "bot", "--yes")
+    done = run(proj, "agent", "audit", "show", "bot", "--json")
+    assert done.returncode == 0, done.stderr
+    after = [json.loads(x) for x in done.stdout.splitlines()]
+    assert "was deleted" in done.stderr
+    assert after[0]["action"] == "drop_agent"
+    assert [x["seq"] for x in after[-len(before):]] == [x["seq"] for x in before]
+    assert min(x["seq"] for x in after) == 1
+    refused(proj, "AGENT_NOT_FOUND", "agent", "audit", "show", "nobody")

@@ -77,7 +77,8 @@ def phenotype_of(folder: Path) -> object:
 def test_init_makes_the_folders_and_is_idempotent(tmp_path: Path) -> None:
     root = tmp_path / "new" / "proj"
     out = ok(tmp_path, "init", str(root))
-    assert out.strip() == f"Initialized rotifer project in {root.resolve()}"
+    assert out.splitlines()[0] == f"Initialized rotifer project in {root.resolve()}"
+    assert out.splitlines()[1] == "Next:"  # the next steps (issue 36)
     assert (root / ".rotifer").is_dir() and (root / "genes").is_dir()
     assert (root / ".rotifer" / "agents").is_dir()  # where the import hint's `cp` copies to
     add_gene(root, "fmt", FORMATTER)
@@ -386,9 +387,8 @@ def test_test_malformed_tests_json(proj: Path, text: str) -> None:
 
 def test_test_refusals(proj: Path) -> None:
     refused(proj, "GENE_NOT_FOUND", "test", "nope")
-    add_gene(proj, "syntax", "def express(:\n")  # the one "it loads" case fails
-    assert "FAIL  loads: INVALID_GENE: " in run(proj, "test", "syntax").stdout
-    refused(proj, "TESTS_FAILED", "test", "syntax")
+    add_gene(proj, "syntax", "def express(:\n")  # refused as wrap refuses it (issue 36)
+    assert "gene.py line 1" in refused(proj, "INVALID_GENE", "test", "syntax")
     # without a tests.json the gene is only loaded: a hint says so
     done = run(proj, "test", "fmt")
     assert done.returncode == 0 and "tests.json" in done.stderr

@@ -21,6 +21,7 @@ from .helpers import (
     audit,
     copy_spec,
     init_project,
+    store_agents,
 )
 from .helpers import (
     ok_here as ok,
@@ -134,13 +135,23 @@ def test_export_then_import_into_another_project(proj: Path, tmp_path: Path) -> 
     assert [line["action"] for line in audit(proj)][-1] == "export"
 
     other = make_project(tmp_path / "other")
-    refused(other, "AGENT_NOT_FOUND", "agent", "import", str(proj / "bot.json"))
-    copy_spec(proj, other)
+    # the spec travels in the file (issue 36): no copying by hand
     out = ok(other, "agent", "import", str(proj / "bot.json"))
     assert "Imported agent 'bot': 3 entries" in out
+    spec = json.loads((other / ".rotifer" / "agents" / "bot.json").read_text())
+    assert spec["genes"] == ["memo"] and spec["memoryUrl"] is None
     assert entries(other) == {k: v for k, v in before.items() if v[0] != "CACHE"}
     assert reads(other) == NO_CACHE
-    assert [line["action"] for line in audit(other)][:4] == [
+    # the history travelled too (issue 36): it starts at seq 1, then the import
+    history = [json.loads(x) for x in ok(other, "agent", "audit", "show", "bot",
+                                         "--json").splitlines()]
+    source = [json.loads(x) for x in ok(proj, "agent", "audit", "show", "bot",
+                                        "--json").splitlines()]
+    assert min(x["seq"] for x in history if "seq" in x) == 1
+    assert [x["seq"] for x in history if x["action"] == "write"] == \
+        [x["seq"] for x in source if x["action"] == "write"]
+    assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
+    assert [line["action"] for line in audit(other) if line["action"] != "write"][:4] == [
         "import_agent", "import", "import", "import"]
     # Importing again would merge: refused, nothing changed.
     refused(other, "MEMORY_INVALID_INPUT", "agent", "import", str(proj / "bot.json"))
@@ -236,3 +247,34 @@ def test_audit_after_a_move_to_postgres_and_an_import_beside_it(
         out = ok(proj, "agent", "audit", "verify", "bot", env=env)
         assert "never committed" not in out, out
     assert not [x for x in audit(proj) if x["action"] == "rolled_back"]
+
+
+def test_import_makes_the_agent_only_with_the_same_genes(proj: Path, tmp_path: Path) -> None:
+    """The carried spec's genes are checked by id: a missing gene, or one of that
+    name with other code, is refused and leaves no spec and no memory; an
+    export without a spec (an older rotifer's) still needs the spec copied."""
+    ok(proj, "agent", "export", "bot", "bot.json")
+    data = json.loads((proj / "bot.json").read_text())
+    assert data["spec"]["geneIds"]["memo"].startswith("v2:")
+    assert "memoryUrl" not in data["spec"]
+
+    bare = tmp_path / "bare"
+    init_project(bare)
+    err = refused(bare, "GENE_NOT_FOUND", "agent", "import", str(proj / "bot.json"))
+    assert "copy genes/memo" in err
+    assert not (bare / ".rotifer" / "agents" / "bot.json").exists()
+
+    changed = make_project(tmp_path / "changed")
+    (changed / "genes" / "memo" / "gene.py").write_text(GENE + "\n# other code\n")
+    ok(changed, "wrap", "memo")
+    err = refused(changed, "INVALID_GENE", "agent", "import", str(proj / "bot.json"))
+    assert "not the one agent 'bot' was exported with" in err
+    assert not (changed / ".rotifer" / "agents" / "bot.json").exists()
+    assert store_agents(changed) == []
+
+    old = make_project(tmp_path / "old")
+    del data["spec"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    refused(old, "AGENT_NOT_FOUND", "agent", "import", str(tmp_path / "old.json"))
+    copy_spec(proj, old)
+    ok(old, "agent", "import", str(tmp_path / "old.json"))

@@ -83,3 +83,57 @@ def test_the_readme_says_what_the_demo_audits(
     # And the demo prints exactly those lines.
     printed = done.stdout.split("# What was recorded (.rotifer/audit.jsonl):\n", 1)[1]
     assert [json.loads(x) for x in printed.splitlines() if x.startswith("{")] == lines
+
+
+def run_demo(project: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ROTIFER_PROJECT", "ROTIFER_MEMORY_URL")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["DEMO_DIR"] = str(project)
+    return subprocess.run(["bash", str(DEMO)], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_demo_reruns_in_the_same_dir_and_ends_with_typescript_advice(
+        demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """Issue 36: DEMO_DIR=... make demo a second time starts afresh (no
+    AGENT_EXISTS); piped, it prints no escape codes; its last line says how
+    TypeScript genes get their compiler; every command it shows can be pasted."""
+    project, first = demo
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = run_demo(project)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "starting" in again.stdout and "afresh" in again.stdout
+    assert len([x for x in audit_lines(project) if x["agent"] == "fmt"]) == 1
+    assert "\x1b" not in again.stdout + again.stderr
+    assert "TypeScript" in again.stdout.strip().splitlines()[-1]
+    shown = [line[2:] for line in again.stdout.splitlines() if line.startswith("$ rotifer agent run")]
+    assert shown and all("--input '{" in line for line in shown), shown
+
+
+def test_demo_leaves_a_folder_that_holds_another_project_alone(tmp_path: Path) -> None:
+    project = tmp_path / "mine"
+    project.mkdir()
+    (project / ".rotifer").mkdir()
+    (project / ".rotifer" / "keep").write_text("x")
+    done = run_demo(project)
+    assert done.returncode == 1 and "already holds a rotifer project" in done.stderr
+    assert (project / ".rotifer" / "keep").exists()
+
+
+@pytest.mark.parametrize("script", ["formatter/demo.sh", "langgraph/demo.sh"])
+def test_demo_steps_print_a_command_that_pastes(script: str) -> None:
+    """The line a demo prints before a step, pasted into a shell, runs the
+    same words (JSON with quotes and spaces, a quote inside); piped, no escapes."""
+    text = (ROOT / "examples" / script).read_text()
+    start = text.index("if [ -t 1 ]") if "shown()" in text else text.index("step()")
+    end = text.index("\n", text.index("step()"))
+    word = '{"user": "it\'s me", "n": [1, 2]}'
+    probe = text[start:end] + "\nstep printf '%s|' rotifer --input \"$1\"\n"
+    done = subprocess.run(["bash", "-c", probe, "demo", word], capture_output=True,
+                          text=True, check=True)
+    assert "\x1b" not in done.stdout
+    shown_line = next(x for x in done.stdout.splitlines() if x.startswith("$ "))[2:]
+    again = subprocess.run(["bash", "-c", shown_line], capture_output=True, text=True,
+                           check=True)
+    assert again.stdout == f"rotifer|--input|{word}|"

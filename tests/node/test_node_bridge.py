@@ -164,8 +164,9 @@ def test_es_module_javascript_and_promises(project: Project,
         run_gene(project, "nope", {})
     # Without the compiler, ES module JavaScript says what it needs. (The cache
     # of the first run is keyed by the source: a changed source misses it.)
-    node_gene(project, "esm2", "export const express = (i) => i;\n", file="index.js")
+    # (set before the wrap: wrap loads the gene, which would fill the cache)
     monkeypatch.setenv("ROTIFER_NODE_MODULES", str(tmp_path / "empty"))
+    node_gene(project, "esm2", "export const express = (i) => i;\n", file="index.js")
     with pytest.raises(GeneUnavailable, match=r"ES module syntax.*make node-deps"):
         run_gene(project, "esm2", 1)
 

@@ -243,9 +243,16 @@ export function express(input: any, ctx: any) {
     ("export function express() { return express(); }", "RangeError"),
 ])
 def test_gene_failures_are_clear(project: Project, code: str, message: str) -> None:
-    node_gene(project, "bad", code)
-    with pytest.raises(GeneFailed, match=message):
+    write_gene(project.genes_dir, "bad", code, file="index.ts")
+    with pytest.raises(GeneFailed, match=message) as run_error:
         run_gene(project, "bad", {})
+    if message in ("does not export a function express", "cannot be loaded"):
+        # a gene that cannot load: wrap refuses it with the run's error (issue 36)
+        with pytest.raises(GeneFailed) as wrap_error:
+            wrap_gene(project, "bad")
+        assert str(wrap_error.value) == str(run_error.value)
+    else:
+        wrap_gene(project, "bad")  # it loads: only calling express fails
 
 
 def test_a_hanging_gene_is_killed_at_the_deadline(project: Project) -> None:
@@ -274,9 +281,10 @@ def test_rejection_and_logs_and_a_large_output(project: Project) -> None:
 def test_missing_typescript_or_node_is_unavailable(project: Project,
                                                    monkeypatch: pytest.MonkeyPatch,
                                                    tmp_path: Path) -> None:
+    # (set before the wrap: wrap loads the gene, which would fill the transpile cache)
+    monkeypatch.setenv("ROTIFER_NODE_MODULES", str(tmp_path / "empty"))
     node_gene(project, "fresh", "export const express = (i: number) => i + 1;\n")
     node_gene(project, "plain", "exports.express = (i) => i * 2;\n", file="index.js")
-    monkeypatch.setenv("ROTIFER_NODE_MODULES", str(tmp_path / "empty"))
     with pytest.raises(GeneUnavailable, match="make node-deps"):
         run_gene(project, "fresh", 1)
     assert run_gene(project, "plain", 4) == 8  # JavaScript needs no compiler

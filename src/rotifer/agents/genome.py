@@ -180,6 +180,17 @@ class Agents:
                                   "must be wrapped or compiled to use memory)")
         return list(names)
 
+    def check_loads(self, names: builtins.list[str], grants: Containment) -> None:
+        """Each gene loads as the agent's run would load it (contained, or
+        trusted when granted), with the error that run would give: an agent is
+        never created around a gene that cannot run (INVALID_GENE, GENE_FAILED,
+        GENE_UNAVAILABLE)."""
+        from rotifer.genes.execute import check_loads
+
+        for g in dict.fromkeys(names):
+            check_loads(self.project.load_gene(g), cache_dir=self.project.cache_dir,
+                        grant=grants.grant(g))
+
     # -- reading ------------------------------------------------------------------
 
     def _read(self, path: Path) -> AgentSpec:
@@ -267,8 +278,13 @@ class Agents:
         if path.exists():
             raise AgentExists(f"agent '{name}' already exists ({path})")
         grants = containment.parse(grants.to_json() if grants else None, names, "agent create")
-        spec = AgentSpec(name=name, genes=names, composition=comp, memory_url=None,
-                         created_at=_now(), containment=grants)
+        self.check_loads(names, grants)
+        # The store it is created on is recorded (ROTIFER_MEMORY_URL or the
+        # project's config; None: the project's SQLite file), so that a later
+        # run without that setting finds its memory, or says where it is.
+        spec = AgentSpec(name=name, genes=names, composition=comp,
+                         memory_url=self.project.memory_url(name), created_at=_now(),
+                         containment=grants)
         store = self.project.open_store(name)
         try:
             if store.has_agent(name):
@@ -292,6 +308,14 @@ class Agents:
             store.close()
         return spec
 
+    def write_new(self, spec: AgentSpec) -> None:
+        """Write a new agent's spec (AGENT_EXISTS if one exists): for an agent
+        whose memory comes from elsewhere (``agent import`` of an export that
+        carries the spec); the caller has checked its genes."""
+        validate_agent_name(spec.name)
+        check_new_agent_name(spec.name, self._names())
+        self._write(self.spec_path(spec.name), spec, exclusive=True)
+
     def set_genes(self, name: str, genes: builtins.list[str], composition: str | None = None
                   ) -> AgentSpec:
         """Replace the agent's genes (and composition); its memory is untouched."""
@@ -303,6 +327,7 @@ class Agents:
         kept = spec.containment
         grants = replace(kept, trust=tuple(g for g in kept.trust if g in names),
                          allow_tcp={g: p for g, p in kept.allow_tcp.items() if g in names})
+        self.check_loads(names, grants)
         new = replace(spec, genes=names, composition=comp, containment=grants)
         self._write(self.spec_path(name), new, exclusive=False)
         return new

@@ -35,6 +35,8 @@ GENES = "genes"
 CONFIG = "config.json"
 ENV_PROJECT = "ROTIFER_PROJECT"
 ENV_MEMORY_URL = "ROTIFER_MEMORY_URL"
+#: The keys ``.rotifer/config.json`` may hold; any other is INVALID_CONFIG.
+CONFIG_KEYS = frozenset({"memoryUrl"})
 
 
 class Project:
@@ -56,13 +58,22 @@ class Project:
     @classmethod
     def init(cls, root: Path) -> Project:
         """Make ``root/.rotifer/``, ``root/.rotifer/agents/`` and ``root/genes/``
-        (fine if they exist)."""
+        (fine if they exist), and a ``root/.gitignore`` that holds ``.rotifer/``
+        (the line is added to an existing one that lacks it).  A folder inside
+        another project's ``genes/`` is refused: it would be a gene's folder."""
         project = cls(root)
+        for folder in project.root.parents:
+            if folder.name == GENES and (folder.parent / DOT).is_dir():
+                raise RotiferError(
+                    f"{project.root} is inside the genes/ folder of the project "
+                    f"{folder.parent}, where each folder is a gene: make the project "
+                    "somewhere else", code="PROJECT_ERROR")
         try:
             private_dir(project.dot)  # .rotifer/ and agents/: 0700 (memory/private.py)
             private_dir(project.agents_dir)
             secure(project.dot)
             project.genes_dir.mkdir(parents=True, exist_ok=True)
+            _ignore_state(project.root / ".gitignore")
         except OSError as exc:
             raise RotiferError(f"cannot create the project in {project.root}: "
                                f"{exc.strerror or exc}", code="PROJECT_ERROR") from None
@@ -124,6 +135,17 @@ class Project:
                                code="INVALID_CONFIG") from None
         if not isinstance(doc, dict):
             raise RotiferError(f"{path} must be a JSON object", code="INVALID_CONFIG")
+        unknown = sorted(set(doc) - CONFIG_KEYS)
+        if unknown:
+            import difflib
+
+            key = unknown[0]
+            close = difflib.get_close_matches(key, sorted(CONFIG_KEYS), n=1, cutoff=0.5)
+            hint = f"did you mean '{close[0]}'?" if close else \
+                f"the keys are {', '.join(sorted(CONFIG_KEYS))}"
+            raise RotiferError(f"{path}: unknown key {key!r} ({hint}); a setting it ignored "
+                               "could put memory where you do not expect it",
+                               code="INVALID_CONFIG")
         return doc
 
     def memory_url(self, agent: str | None = None) -> str | None:
@@ -156,9 +178,34 @@ class Project:
         they never create or repair the store, so a missing, empty or damaged
         ``playground.db`` is MEMORY_STORAGE_ERROR naming it, the same for all.
         """
-        from rotifer.memory import MemoryStore
+        from rotifer.memory import AgentMemoryError, MemoryStore
 
-        return MemoryStore.open(self.dot, self.memory_url(agent), clock, create=create)
+        url = self.memory_url(agent)
+        try:
+            return MemoryStore.open(self.dot, url, clock, create=create)
+        except AgentMemoryError as exc:
+            note = None if agent is None else self.binding_note(agent, url)
+            if note is None:
+                raise
+            from rotifer.memory.errors import storage
+
+            raise storage(f"{exc.message}; {note}") from None
+
+    def binding_note(self, agent: str, used: str | None) -> str | None:
+        """Where agent's memory is when a command opened another store (None
+        when it used the recorded one, or nothing is recorded): the store its
+        spec records, never a password, and how to reach it."""
+        try:
+            doc = json.loads((self.agents_dir / f"{agent}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        recorded = doc.get("memoryUrl") if isinstance(doc, dict) else None
+        if not isinstance(recorded, str) or not recorded or recorded == used:
+            return None
+        how = (f"unset ${ENV_MEMORY_URL}, which names another store"
+               if os.environ.get(ENV_MEMORY_URL) else "")
+        return (f"agent '{agent}' keeps its memory in {store_words(recorded)} (recorded in "
+                f".rotifer/agents/{agent}.json)" + (f": {how}" if how else ""))
 
     def upgrade_memory(self) -> list[Path]:
         """Bring the SQLite memory files the project and its agents use up to this
@@ -186,12 +233,48 @@ class Project:
         return upgraded
 
 
-def require_memory(store: MemoryStore, agent: str) -> None:
+def store_words(url: str | None) -> str:
+    """A memory URL for a message: the SQLite file, or PostgreSQL's host, port
+    and database (never its password)."""
+    if url is None:
+        return f"the project's SQLite file {DOT}/playground.db"
+    if url.startswith("sqlite:"):
+        return f"the SQLite file {url[len('sqlite:'):]}"
+    if url.startswith(("postgresql:", "postgres:")):
+        from rotifer.memory.postgres.settings import describe_url
+
+        return f"PostgreSQL {describe_url(url)}"
+    return "another store"
+
+
+def _ignore_state(path: Path) -> None:
+    """``.rotifer/`` in the project's ``.gitignore``: its state (the memory, the
+    audit log, the registry) must never be committed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = None
+    except UnicodeDecodeError:
+        return  # not ours to rewrite
+    if text is None:
+        path.write_text(f"# rotifer's state: memory, audit log, registry (never commit it)\n"
+                        f"{DOT}/\n", encoding="utf-8")
+        return
+    lines = {line.strip() for line in text.splitlines()}
+    if lines & {DOT, f"{DOT}/", f"/{DOT}", f"/{DOT}/"}:
+        return
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(("" if not text or text.endswith("\n") else "\n") + f"{DOT}/\n")
+
+
+def require_memory(store: MemoryStore, agent: str, project: Project | None = None) -> None:
     """MEMORY_STORAGE_ERROR, naming the store, when ``agent`` has no memory in it:
-    every command reports a memory that is gone the same way."""
+    every command reports a memory that is gone the same way (with ``project``,
+    also where the agent's spec says its memory is, when that is elsewhere)."""
     if not store.has_agent(agent):
         from rotifer.memory.errors import storage
         from rotifer.memory.transfer import describe
 
-        raise storage(f"agent '{agent}' has no memory in {describe(store)} (was it moved or "
-                      "its store replaced?)")
+        note = None if project is None else project.binding_note(agent, project.memory_url(agent))
+        raise storage(f"agent '{agent}' has no memory in {describe(store)}"
+                      + (f"; {note}" if note else " (was it moved or its store replaced?)"))

@@ -95,7 +95,7 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
     # The agent's memory must exist: a run never creates or repairs its store.
     store = project.open_store(name, clock, create=False)
     try:
-        require_memory(store, name)
+        require_memory(store, name, project)
 
         def memory_for(gene: Gene) -> GeneMemoryAccess:
             return store.for_gene(name, gene.v2_id, gene.domain)

@@ -178,7 +178,13 @@ def test_gene(project: Project, gene_name: str, *, deadline_s: float = DEFAULT_D
               clock: Clock | None = None, log_sink: LogSink | None = None,
               trusted: bool = False) -> TestReport:
     """Run the gene's test cases in order on one empty temporary agent memory
-    (``trusted``: uncontained, ``rotifer test --trust``)."""
+    (``trusted``: uncontained, ``rotifer test --trust``).
+
+    The gene is first loaded as a run does (see :func:`rotifer.genes.execute.check_loads`):
+    a gene that cannot load is refused with the error a run gives (INVALID_GENE,
+    GENE_FAILED, ...), before any case runs, with or without a ``tests.json``."""
+    from rotifer.genes.execute import check_loads
+
     from .build import check_gene
 
     gene = project.load_gene(gene_name)
@@ -187,11 +193,10 @@ def test_gene(project: Project, gene_name: str, *, deadline_s: float = DEFAULT_D
     _note_uncontained([gene], lambda _: _grant(trusted), report.hints, "--trust")
     if gene.v2_id is None:
         report.hints.append(stale_hint(gene, project.registry()))
+    check_gene(gene)  # as `rotifer wrap` checks it: the same refusals, in the same order
+    check_loads(gene, deadline_s=deadline_s, cache_dir=project.cache_dir, log_sink=log_sink,
+                grant=_grant(trusted))
     if cases is None:
-        try:
-            check_gene(gene)
-        except RotiferError as exc:
-            report.cases.append(CaseResult("loads", False, str(exc), error=str(exc)))
         report.hints.append(f"genes/{gene.name}/{TESTS_FILE} not found: only checked that the "
                             "gene loads")
         return report

@@ -45,7 +45,7 @@ def agent_group() -> None:
 
     \b
         rotifer agent create helper --genes formatter
-        rotifer agent run helper --input '{"text": "hi"}'
+        rotifer agent run helper --input '{"code": "if x:\\ny()", "indent": 4}'
     """
 
 
@@ -116,7 +116,7 @@ def create_command(ctx: click.Context, name: str, genes: tuple[str, ...], compos
     Example:
 
     \b
-        rotifer agent create helper --genes formatter,checker --memory-quota 5MB
+        rotifer agent create helper --genes formatter --memory-quota 5MB
     """
     from rotifer.agents.containment import from_options
     from rotifer.agents.genome import Agents
@@ -150,7 +150,7 @@ def update_genes_command(ctx: click.Context, name: str, genes: tuple[str, ...],
     Example:
 
     \b
-        rotifer agent update-genes helper --genes formatter,checker,summarizer
+        rotifer agent update-genes fmt --genes better-formatter
     """
     from rotifer.agents.genome import Agents
 
@@ -176,6 +176,7 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
         rotifer agent list --json
     """
     from rotifer.agents.genome import Agents
+    from rotifer.agents.status import genes_state
 
     project = common.project_of(ctx)
     specs, broken = Agents(project).scan()
@@ -183,19 +184,26 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
     # A store that cannot be opened fails all its agents with one error: say it once.
     errors = list({id(e): e for e in [*broken, *failed.values()]}.values())
     specs = [s for s in specs if s.name in usage]
+    states = {s.name: genes_state(project, s) for s in specs}
     if as_json:
         common.print_json([{**s.to_json(), "usedBytes": usage[s.name][0],
-                            "quotaBytes": usage[s.name][1]} for s in specs])
+                            "quotaBytes": usage[s.name][1],
+                            "changedGenes": sorted(states[s.name].stale)} for s in specs])
     elif specs:
         # The CONTAINMENT column appears when some agent has grants (trust, TCP, memory).
         granted = any(not s.containment.is_default() for s in specs)
-        rows = [[s.name, ",".join(s.genes), s.composition,
+        rows = [[s.name, ",".join(g + ("*" if g in states[s.name].stale else "")
+                                  for g in s.genes), s.composition,
                  f"{common.human_size(usage[s.name][0])} / "
                  f"{common.human_size(usage[s.name][1])}",
-                 *([s.containment.summary()] if granted else [])] for s in specs]
+                 *([s.containment.summary() if not s.containment.is_default()
+                    else states[s.name].runs()] if granted else [])] for s in specs]
         headers = ["NAME", "GENES", "COMPOSITION", "MEMORY", *(["CONTAINMENT"] if granted else [])]
         for line in common.table(headers, rows):
             click.echo(line)
+        if any(state.stale for state in states.values()):
+            click.echo("* changed since it was wrapped: its memory calls are refused until "
+                       "`rotifer wrap GENE` (see `rotifer agent show NAME`)")
     elif not errors:
         click.echo("No agents (create one with `rotifer agent create NAME --genes GENE`)")
     if errors:
@@ -249,7 +257,7 @@ def run_command(ctx: click.Context, name: str, input_text: str) -> None:
     Example:
 
     \b
-        rotifer agent run helper --input '{"text": "hi"}'
+        rotifer agent run fmt --input '{"code": "if x:\\ny()"}'
     """
     from rotifer.agents.run import run_agent
 
@@ -274,7 +282,7 @@ def memory_group() -> None:
     Example:
 
     \b
-        rotifer agent memory list helper
+        rotifer agent memory list fmt
     """
 
 
@@ -313,14 +321,14 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
     Example:
 
     \b
-        rotifer agent memory list helper --category PREFERENCE --limit 50
+        rotifer agent memory list fmt --category PREFERENCE --limit 50
     """
     from rotifer.agents.genome import Agents
 
     project = common.project_of(ctx)
     Agents(project).get(name)
     with project.open_store(name, create=False) as store:
-        require_memory(store, name)
+        require_memory(store, name, project)
         # list() removes what has expired first, so the record read after it
         # gives the usage of exactly the entries listed.
         entries, next_after = store.deployer(name).page(category, after, limit)
@@ -369,11 +377,14 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
                           category: str | None) -> None:
     """Remove one entry by key, or every entry of a category, whatever their policies.
 
+    Give exactly one of --key or --category (both, or neither, is a usage
+    error).  Audited as the deployer; prints how many entries went.
+
     Example:
 
     \b
-        rotifer agent memory delete helper --key formatter/indent
-        rotifer agent memory delete helper --category CACHE
+        rotifer agent memory delete fmt --key formatter/indent
+        rotifer agent memory delete fmt --category CACHE
     """
     from rotifer.agents.genome import Agents
 
@@ -382,7 +393,7 @@ def memory_delete_command(ctx: click.Context, name: str, key: str | None,
     project = common.project_of(ctx)
     Agents(project).get(name)
     with project.open_store(name, create=False) as store:
-        require_memory(store, name)
+        require_memory(store, name, project)
         deployer = store.deployer(name)
         removed = deployer.delete_key(common.unshown(key)) if key is not None else \
             deployer.delete_category(category or "")

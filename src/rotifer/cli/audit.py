@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -74,8 +74,8 @@ def audit_group() -> None:
     Example:
 
     \b
-        rotifer agent audit verify helper
-        rotifer agent audit show helper --limit 20
+        rotifer agent audit verify fmt
+        rotifer agent audit show fmt --limit 20
     """
 
 
@@ -95,6 +95,40 @@ def _open(ctx: click.Context, name: str) -> MemoryStore:
     return store
 
 
+def _open_history(ctx: click.Context, name: str) -> tuple[MemoryStore, bool]:
+    """:func:`_open` and False, or for an agent that was deleted (no spec, no
+    memory) the project's store and True: its lines are kept in the log."""
+    from rotifer.genes.errors import AgentNotFound
+
+    try:
+        return _open(ctx, name), False
+    except AgentNotFound as exc:
+        gone = exc
+    project = common.project_of(ctx)
+    try:
+        store = project.open_store(name, create=False)
+    except Exception:
+        raise gone from None
+    if store.has_agent(name):  # a memory without a spec: not a deleted agent
+        store.close()
+        raise gone
+    return store, True
+
+
+def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
+                ) -> list[dict[str, Any]]:
+    """A deleted agent's lines; AGENT_NOT_FOUND when the log has none of it."""
+    from rotifer.genes.errors import AgentNotFound
+    from rotifer.memory.audit_history import audit_history
+
+    kept = list(lines)
+    if not kept and not any(True for _ in audit_history(store, name, limit=1)):
+        raise AgentNotFound(f"no agent '{name}', and the audit log holds no history of "
+                            "one by that name")
+    common.hint(f"agent '{name}' was deleted; this is the history of its memory")
+    return kept
+
+
 @audit_group.command("verify")
 @click.argument("name")
 @click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
@@ -106,7 +140,7 @@ def verify_command(ctx: click.Context, name: str, quiet: bool) -> None:
     Example:
 
     \b
-        rotifer agent audit verify helper
+        rotifer agent audit verify fmt
     """
     from rotifer.genes.errors import RotiferError
     from rotifer.memory.audit_verify import verify_agent
@@ -133,7 +167,8 @@ def verify_command(ctx: click.Context, name: str, quiet: bool) -> None:
 @click.option("--actor", default=None, metavar="ID",
               help="only lines of this actor (a gene's v2 id, deployer, retention)")
 @click.option("--since", default=None, metavar="T",
-              help="only lines at or after this RFC 3339 time")
+              help="only lines at or after this time: RFC 3339 (2026-12-04T09:30:00Z), "
+                   "or a date or date and minute taken as UTC (2026-12-04, 2026-12-04T09:30)")
 @click.option("--limit", default=None, type=click.IntRange(min=1), metavar="N",
               help="at most N lines (the newest)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per audit line")
@@ -146,32 +181,28 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
     Example:
 
     \b
-        rotifer agent audit show helper --key formatter/indent --limit 20
+        rotifer agent audit show fmt --key formatter/indent --since 2026-01-01 --limit 20
     """
     from rotifer.memory.audit_history import audit_history
-    from rotifer.memory.clock import parse_time
-    from rotifer.memory.errors import invalid
-
-    since_us = None
-    if since is not None:
-        try:
-            since_us = parse_time(since)
-        except ValueError:
-            raise invalid(f"--since must be an RFC 3339 time such as "
-                          f"2026-01-01T00:00:00Z, not {since!r}") from None
+    since_us = None if since is None else since_time(since)
     key = None if key is None else common.unshown(key)
     progress, done = log_progress("reading", quiet)
     try:
-        with _open(ctx, name) as store:
+        store, deleted = _open_history(ctx, name)
+        with store:
             lines = audit_history(store, name, key=key, actor=actor, since_us=since_us,
                                   limit=limit, progress=progress)
+            if deleted:
+                lines = iter(_of_deleted(store, name, lines))
     finally:
         done()
     if as_json:
         for line in lines:
             click.echo(json.dumps(line, ensure_ascii=True))
         return
-    rows = (_row(line) for line in lines)
+    registry = common.project_of(ctx).registry().entries()
+    names = {gid: str(info.get("name", "")) for gid, info in registry.items()}
+    rows = (_row(line, names) for line in lines)
     first = [row for _, row in zip(range(PAGE), rows, strict=False)]
     if not first:
         click.echo("No audit lines" + (" match" if key or actor or since else ""))
@@ -187,11 +218,20 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
 KEY = 3
 
 
-def _row(line: dict[str, object]) -> list[str]:
+def _actor(actor: str, names: dict[str, str]) -> str:
+    """A gene's v2 id shortened as ``agent memory list`` shows a creator
+    (``v2:0123456789ab… (formatter)``); other actors (deployer, retention) whole."""
+    if not actor.startswith("v2:"):
+        return actor
+    gene = names.get(actor)
+    return f"{actor[:15]}… ({gene})" if gene else f"{actor[:15]}…"
+
+
+def _row(line: dict[str, object], names: dict[str, str]) -> list[str]:
     return [str(line.get("ts", "")), "" if line.get("seq") is None else str(line["seq"]),
             str(line.get("action", "")), "" if line.get("key") is None else str(line["key"]),
             str(line.get("category") or ""), str(line.get("bytes", "")),
-            str(line.get("actor") or "")]
+            _actor(str(line.get("actor") or ""), names)]
 
 
 def _table(first: Sequence[list[str]], rest: Iterable[list[str]],
@@ -214,3 +254,22 @@ def _shown(row: list[str]) -> list[str]:
     cells = [common.shown(cell) for cell in row]
     cells[KEY] = common.cut(cells[KEY])
     return cells
+
+
+def since_time(text: str) -> int:
+    """``--since`` as epoch microseconds: an RFC 3339 time, or (as the console's
+    form takes it) a date ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM`` read as UTC.
+    Anything else is a usage error naming the forms."""
+    from rotifer.memory.clock import parse_time
+
+    candidate = text
+    if len(text) == 10:
+        candidate = text + "T00:00:00Z"
+    elif len(text) == 16 and text[10:11] in "Tt ":
+        candidate = text + ":00Z"
+    try:
+        return parse_time(candidate)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a time: give RFC 3339 (2026-12-04T09:30:00Z) "
+                                 "or a UTC date (2026-12-04, 2026-12-04T09:30)",
+                                 param_hint="--since") from None

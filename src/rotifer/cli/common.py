@@ -33,6 +33,32 @@ def project_of(ctx: click.Context) -> Project:
     return Project.find(Path(explicit) if explicit is not None else None)
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one word a POSIX shell reads back (quoted only when needed)."""
+    import shlex
+
+    return shlex.quote(text)
+
+
+def gene_name(project: Project, text: str) -> str:
+    """A GENE argument as the gene's name: ``greeter``, or a path to a folder
+    directly in the project's ``genes/`` (``genes/greeter``, ``./genes/greeter/``,
+    as a shell completes it), which names the same gene.  A path anywhere
+    else is INVALID_GENE saying where genes live; a plain name is left for
+    the loader to check."""
+    if "/" not in text and text not in (".", ".."):
+        return text
+    from rotifer.genes.errors import InvalidGene
+
+    path = Path(text).expanduser()
+    folder = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    if folder.parent == project.genes_dir and folder.name:
+        return folder.name
+    raise InvalidGene(f"'{text}' is not a folder in this project's genes/ "
+                       f"({project.genes_dir}): genes are named by their folder there "
+                       "(copy the gene to genes/NAME, then `rotifer wrap NAME`)")
+
+
 def parse_input(text: str) -> Any:
     """The ``--input`` argument as a JSON value; INVALID_INPUT when it is not JSON.
 

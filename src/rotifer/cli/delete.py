@@ -141,7 +141,7 @@ def delete_command(ctx: click.Context, name: str, memory_only: bool, store_url: 
     Example:
 
     \b
-        rotifer agent delete helper --yes
+        rotifer agent delete fmt --yes
     """
     from rotifer.genes.errors import RotiferError
 

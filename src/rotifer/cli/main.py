@@ -33,6 +33,7 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
     "agent": "rotifer.cli.agent:agent_group",
     "console": "rotifer.cli.console:console_command",
     "mcp": "rotifer.cli.mcp:mcp_command",
+    "new": "rotifer.cli.new:new_group",
 })
 @click.option("--project", "project", metavar="DIR",
               type=click.Path(file_okay=False, path_type=Path),
@@ -47,21 +48,28 @@ def cli(ctx: click.Context, project: Path | None) -> None:
 
     \b
         rotifer init
-        rotifer wrap formatter
-        rotifer run formatter --input '{"text": "hi"}'
+        rotifer new gene hello
+        rotifer wrap hello
+        rotifer agent create greeter --genes hello
+        rotifer agent run greeter --input '{"name": "Ada"}'
     """
     ctx.ensure_object(dict)
     ctx.obj["project"] = project
 
 
 @cli.command("init")
-@click.argument("directory", required=False, default=".",
+@click.argument("directory", metavar="[DIR]", required=False, default=".",
                 type=click.Path(file_okay=False, path_type=Path))
 def init_command(directory: Path) -> None:
-    """Make DIR/.rotifer/ (with agents/) and DIR/genes/ (DIR defaults to the current folder).
+    """Make DIR/.rotifer/ (with agents/), DIR/genes/ and DIR/.gitignore (DIR
+    defaults to the current folder), then print the next steps.
 
-    In an existing project it also upgrades the memory files written by an
-    older rotifer (commands that only use memory refuse them unchanged).
+    The .gitignore holds .rotifer/ (state that must never be committed); an
+    existing .gitignore gets the line added if it lacks it.  A folder inside
+    another project's genes/ is refused (it would be a gene folder, not a
+    project).  In an existing project it also upgrades the memory files
+    written by an older rotifer (commands that only use memory refuse them
+    unchanged).
 
     Example:
 
@@ -70,10 +78,20 @@ def init_command(directory: Path) -> None:
     """
     from rotifer.agents.project import Project
 
+    existed = (directory / ".rotifer").is_dir()
     project = Project.init(directory)
     for path in project.upgrade_memory():
         click.echo(f"Upgraded the memory database {path} to this rotifer's schema")
     click.echo(f"Initialized rotifer project in {project.root}")
+    if not existed:
+        where = "" if project.root == Path.cwd().resolve() else \
+            f"cd {common.shell_word(str(directory))}\n  "
+        click.echo("Next:\n"
+                   f"  {where}rotifer new gene hello          # genes/hello: a Python gene "
+                   "(--typescript, --wat)\n"
+                   "  rotifer wrap hello && rotifer test hello\n"
+                   "  rotifer agent create greeter --genes hello\n"
+                   "  rotifer agent run greeter --input '{\"name\": \"Ada\"}'")
 
 
 def _print_ids(gene: Any) -> None:
@@ -87,6 +105,10 @@ def _print_ids(gene: Any) -> None:
 def wrap_command(ctx: click.Context, gene: str) -> None:
     """Check genes/GENE and record its v2 id, which gives it memory access.
 
+    The gene is loaded as a run loads it (contained; express is not called):
+    one that a run would refuse (no express, an import that fails) is refused
+    here with the same error.  GENE may also be the path genes/GENE.
+
     Example:
 
     \b
@@ -94,7 +116,14 @@ def wrap_command(ctx: click.Context, gene: str) -> None:
     """
     from rotifer.agents.build import wrap_gene
 
-    wrapped = wrap_gene(common.project_of(ctx), gene)
+    project = common.project_of(ctx)
+    hints: list[str] = []
+    try:
+        wrapped = wrap_gene(project, common.gene_name(project, gene), hints=hints,
+                            log_sink=common.log_sink)
+    finally:
+        for h in hints:
+            common.hint(h)
     domain = common.shown(wrapped.domain)  # the phenotype's text: shown escaped
     click.echo(f"Wrapped gene '{wrapped.name}' ({wrapped.kind}, domain {domain}, "
                f"{wrapped.code_file.name})")
@@ -110,13 +139,20 @@ def compile_command(ctx: click.Context, gene: str) -> None:
     Example:
 
     \b
+        rotifer new gene counter --wat
         rotifer compile counter
     """
     from rotifer.agents.build import compile_gene
 
     project = common.project_of(ctx)
+    gene = common.gene_name(project, gene)
     had_wat = (project.genes_dir / gene / "gene.wat").is_file()
-    compiled = compile_gene(project, gene)
+    hints: list[str] = []
+    try:
+        compiled = compile_gene(project, gene, hints=hints, log_sink=common.log_sink)
+    finally:
+        for h in hints:
+            common.hint(h)
     what = "gene.wat -> gene.wasm" if had_wat else compiled.code_file.name
     domain = common.shown(compiled.domain)
     click.echo(f"Compiled gene '{compiled.name}' ({compiled.kind}, domain {domain}, "
@@ -135,7 +171,8 @@ def run_command(ctx: click.Context, gene: str, input_text: str, trust: bool) -> 
     Example:
 
     \b
-        rotifer run formatter --input '{"text": "  hello  "}'
+        rotifer new gene hello
+        rotifer run hello --input '{"name": "Ada"}'
     """
     from rotifer.agents.run import run_gene
 
@@ -143,8 +180,8 @@ def run_command(ctx: click.Context, gene: str, input_text: str, trust: bool) -> 
     value = common.parse_input(input_text)
     hints: list[str] = []
     try:
-        output = run_gene(project, gene, value, log_sink=common.log_sink, trusted=trust,
-                          hints=hints)
+        output = run_gene(project, common.gene_name(project, gene), value,
+                          log_sink=common.log_sink, trusted=trust, hints=hints)
     finally:
         for h in hints:
             common.hint(h)
@@ -158,6 +195,9 @@ def run_command(ctx: click.Context, gene: str, input_text: str, trust: bool) -> 
 def test_command(ctx: click.Context, gene: str, trust: bool) -> None:
     """Run the cases of genes/GENE/tests.json on an empty, temporary memory.
 
+    The gene is first loaded as wrap loads it, and refused with the same
+    error; without a tests.json that is all it checks.
+
     Example:
 
     \b
@@ -166,7 +206,9 @@ def test_command(ctx: click.Context, gene: str, trust: bool) -> None:
     from rotifer.agents.testing import test_gene
     from rotifer.genes.errors import RotiferError
 
-    report = test_gene(common.project_of(ctx), gene, log_sink=common.log_sink, trusted=trust)
+    project = common.project_of(ctx)
+    report = test_gene(project, common.gene_name(project, gene), log_sink=common.log_sink,
+                       trusted=trust)
     for h in report.hints:
         common.hint(h)
     for case in report.cases:
@@ -307,6 +349,11 @@ def _run(argv: list[str] | None) -> int:
         return exc.exit_code
     except click.Abort:  # a prompt that got Ctrl-C or the end of its input
         return _report("INTERRUPTED", "aborted", 130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # A bare `rotifer` or `rotifer agent`: the command's help, as click
+        # shows it (on stderr, status 2), not a one-line USAGE_ERROR.
+        exc.show()
+        return 2
     except click.UsageError as exc:
         where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
         return _report("USAGE_ERROR", exc.format_message() + where, 2)

@@ -59,6 +59,7 @@ class GeneShown:
                 "domain": gene.domain if gene else None,
                 "version": gene.phenotype.version if gene else None,
                 "v2Id": gene.v2_id if gene else None,
+                "changedSinceWrapped": gene.v2_id is None if gene else None,
                 "containment": {"runs": {CONTAINED: "contained", TRUSTED: "trusted",
                                          WASM: "wasm", UNKNOWN: None}[self.how],
                                 "allowTcp": list(self.tcp_ports),
@@ -95,7 +96,7 @@ def _memory(project: Project, name: str, errors: list[Exception]) -> dict[str, A
 
     try:
         with project.open_store(name, create=False) as store:
-            require_memory(store, name)
+            require_memory(store, name, project)
             used, quota = store.usage(name)
             by_category = usage_by_category(store, name)
             policy = store.agent_record(name).data_policy
@@ -153,8 +154,8 @@ def show_command(ctx: click.Context, name: str, as_json: bool) -> None:
     Example:
 
     \b
-        rotifer agent show helper
-        rotifer agent show helper --json
+        rotifer agent show fmt
+        rotifer agent show fmt --json
     """
     from rotifer.agents.genome import Agents
 
@@ -178,6 +179,13 @@ def show_command(ctx: click.Context, name: str, as_json: bool) -> None:
         for line in common.table(["GENE", "LANGUAGE", "DOMAIN", "VERSION", "RUNS", "TCP PORTS",
                                   "GENE MEMORY"], _gene_rows(genes, default_mib)):
             click.echo("  " + line)
+        for g in genes:
+            if g.gene is not None and g.gene.v2_id is None:
+                from rotifer.genes.gene import unregistered
+
+                what, command = unregistered(g.gene, project.registry())
+                click.echo(f"Gene '{common.shown(g.name)}' {what}: its memory calls are "
+                           f"refused; run {command}")
         if any(g.how == TRUSTED for g in genes):
             click.echo("A TRUSTED gene runs uncontained: it can reach all rotifer can (the "
                        "store's files, the network, the environment).")

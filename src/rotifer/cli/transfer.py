@@ -13,8 +13,10 @@ docs/backends.md ("Moving an agent") for the guarantees.
 * ``agent export NAME FILE [--keep-cache] [--force]`` writes a copy of the memory to
   FILE, which must not exist (``--force`` replaces it).
 * ``agent import FILE [--memory-quota SIZE]`` loads FILE into the store of the
-  agent it names.  The agent's spec must exist in this project (copy
-  ``.rotifer/agents/NAME.json`` along with its genes) and its store must not
+  agent it names.  An agent this project lacks is made from the spec the file
+  carries (an export writes it), once each of its genes is here with the same
+  v2 id (copy and wrap the genes first); a file without a spec (an older
+  rotifer's) needs ``.rotifer/agents/NAME.json`` copied.  Its store must not
   hold a memory for it yet: an import never merges.
 
 Every command needs the agent's spec in the project (AGENT_NOT_FOUND otherwise).
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -34,6 +36,7 @@ from rotifer.genes.errors import RotiferError
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore, parse_size
 
 if TYPE_CHECKING:
+    from rotifer.agents.genome import AgentSpec
     from rotifer.memory.transfer import TransferReport
 
 from .common import plural, project_of
@@ -179,41 +182,153 @@ def do_export(project: Project, name: str, file: Path, *, keep_cache: bool = Fal
     ``force``); the lines to print."""
     from rotifer.memory.transfer import export_agent
 
-    Agents(project).get(name)
+    spec = _travelling_spec(project, Agents(project).get(name))
     file = file.absolute()  # the audit line says where the copy went
     if not force and os.path.lexists(file):
         raise AgentMemoryError(ErrorCode.INVALID_INPUT, f"{file} exists; an export does not "
                           "replace a file: give another FILE, or --force to replace it")
     with project.open_store(name, create=False) as store:
-        require_memory(store, name)
+        require_memory(store, name, project)
         report = export_agent(store, name, file, keep_cache=keep_cache, replace=force,
-                              progress=progress_bar("exporting", quiet=quiet))
+                              progress=progress_bar("exporting", quiet=quiet), spec=spec,
+                              history=_history(store, name))
     lines = [_summary("Exported", report) + f" to {file}"]
     lines += [line for line in (_left_behind(report),) if line]
     lines.append(f"Checksum (sha256): {report.sha256}")
     return lines
 
 
+def _travelling_spec(project: Project, spec: AgentSpec) -> dict[str, Any]:
+    """The spec an export carries: the agent's genes, composition and grants,
+    and each gene's v2 id as it runs now (``geneIds``), so that an import in
+    another project can check it has the very same genes.  Not the store
+    binding (the importing project chooses its own store), never a password."""
+    doc = spec.to_json()
+    doc.pop("memoryUrl", None)
+    ids: dict[str, str | None] = {}
+    for gene in dict.fromkeys(spec.genes):
+        try:
+            ids[gene] = project.load_gene(gene).v2_id
+        except RotiferError:
+            ids[gene] = None
+    doc["geneIds"] = ids
+    return doc
+
+
+#: At most this many audit lines travel in an export (more: none, and the
+#: importing project's history starts at the import, as before).
+HISTORY_LINES = 100_000
+
+
+def _history(store: MemoryStore, name: str) -> list[dict[str, Any]] | None:
+    """The agent's committed audit lines, oldest first, for the export to carry
+    (None when there are more than :data:`HISTORY_LINES` or the log cannot be read)."""
+    from rotifer.memory.audit_history import audit_history
+    from rotifer.memory.audit_read import LogProblem
+
+    try:
+        newest = list(audit_history(store, name, limit=HISTORY_LINES + 1))
+    except (LogProblem, AgentMemoryError):
+        return None
+    return None if len(newest) > HISTORY_LINES else newest[::-1]
+
+
+def _carry_history(store: MemoryStore, name: str, file: Path) -> None:
+    """Append the history the export carries to this project's log, before the
+    import's own lines, when the log holds none of the agent's lines yet (an
+    import into another project): ``audit show`` then starts at seq 1.  The
+    lines are the agent's own (checked when the file was read), re-chained."""
+    from rotifer.memory.audit_history import audit_history
+    from rotifer.memory.transfer.document import open_document
+
+    if any(True for _ in audit_history(store, name, limit=1)):
+        return  # this log has the agent's history already
+    with open_document(file) as doc:
+        history = doc.head.get("history")
+    if isinstance(history, list) and history:
+        store.audit.write([{k: v for k, v in line.items() if k != "prev"}
+                           for line in history if isinstance(line, dict)
+                           and line.get("agent") == name])
+
+
+def _spec_from_file(project: Project, name: str, carried: object, file: Path) -> None:
+    """Create agent ``name``'s spec in this project from the one the export
+    carries, once every gene it names is here with the same v2 id (genes are
+    checked by id: a same-named gene with other code would get the memory)."""
+    from rotifer.agents.genome import AgentSpec, check_composition
+
+    if not isinstance(carried, dict):
+        raise RotiferError(
+            f"no agent '{name}' in {project.root}, and {file} carries no spec (an export of "
+            f"an older rotifer): copy .rotifer/agents/{name}.json and its genes into this "
+            "project, then import", code="AGENT_NOT_FOUND")
+    genes, ids = carried.get("genes"), carried.get("geneIds")
+    if not isinstance(genes, list) or not all(isinstance(g, str) for g in genes) \
+            or not isinstance(ids, dict):
+        raise AgentMemoryError(ErrorCode.INVALID_INPUT, f"{file}: its 'spec' is not an agent "
+                               "spec (genes, geneIds)")
+    for gene in dict.fromkeys(genes):
+        want = ids.get(gene)
+        try:
+            have = project.load_gene(gene).v2_id
+        except RotiferError as exc:
+            raise RotiferError(f"agent '{name}' needs gene '{gene}', which this project cannot "
+                               f"load ({exc.code}): copy genes/{gene} from the exporting "
+                               f"project and `rotifer wrap {gene}`, then import",
+                               code=exc.code) from None
+        if want is None or have != want:
+            raise RotiferError(
+                f"gene '{gene}' here is not the one agent '{name}' was exported with "
+                f"({'its id ' + str(want)[:15] + '…' if want else 'no id there'}, "
+                f"{'here ' + have[:15] + '…' if have else 'not wrapped here'}): copy "
+                f"genes/{gene} from the exporting project and `rotifer wrap {gene}`",
+                code="INVALID_GENE")
+    composition = check_composition(carried.get("composition", "seq"), list(genes))
+    from rotifer.agents import containment
+
+    grants = containment.parse(carried.get("containment"), genes, f"{file}: spec")
+    created = carried.get("createdAt")
+    agents = Agents(project)
+    agents.check_loads(list(genes), grants)
+    agents.write_new(AgentSpec(name=name, genes=list(genes), composition=composition,
+                               memory_url=project.memory_url(name),
+                               created_at=created if isinstance(created, str) else None,
+                               containment=grants))
+
+
 def do_import(project: Project, file: Path, *, quota: str | None = None,
               quiet: bool = False) -> list[str]:
-    """Load ``file`` into the store of the agent it names; the lines to print."""
-    from rotifer.memory.transfer import import_agent
+    """Load ``file`` into the store of the agent it names; the lines to print.
+    An agent this project lacks is made from the spec the export carries
+    (its genes must be here with the same v2 ids: see :func:`_spec_from_file`)."""
     from rotifer.memory.transfer.document import open_document
 
     file = file.absolute()
     with open_document(file) as doc:  # reads the head only, when rotifer wrote the file
         name = doc.head.get("agent")
+        carried = doc.head.get("spec")
     if not isinstance(name, str) or not name:
         raise AgentMemoryError(ErrorCode.INVALID_INPUT, f"{file} names no agent")
     agents = Agents(project)
-    if not agents.exists(name):
-        # Checked here (not by get) to say what to do: create would give the agent
-        # an empty memory, and an import never merges into one.
-        raise RotiferError(
-            f"no agent '{name}' in {project.root}: copy its spec "
-            f"(.rotifer/agents/{name}.json) and its genes into this project, then import",
-            code="AGENT_NOT_FOUND")
     quota_bytes = _quota(quota)
+    made = False
+    if not agents.exists(name):
+        # The export carries the spec: the agent is made here from it (its genes
+        # checked by id); the spec is removed again if the import fails.
+        _spec_from_file(project, name, carried, file)
+        made = True
+    try:
+        return _import_into(project, name, file, quota_bytes, quiet, carry=made)
+    except BaseException:
+        if made:
+            agents.spec_path(name).unlink(missing_ok=True)
+        raise
+
+
+def _import_into(project: Project, name: str, file: Path, quota_bytes: int | None,
+                 quiet: bool, carry: bool) -> list[str]:
+    from rotifer.memory.transfer import import_agent
+
     with project.open_store(name) as store:
         if store.has_agent(name):
             from rotifer.memory.transfer import describe
@@ -224,6 +339,8 @@ def do_import(project: Project, file: Path, *, quota: str | None = None,
                 f"never merges; nothing was imported. To replace it: `rotifer agent export "
                 f"{name} FILE` keeps a copy, `rotifer agent delete {name} --memory-only` "
                 "removes it (the spec stays); then import again")
+        if carry:
+            _carry_history(store, name, file)
         report = import_agent(store, file, quota_bytes=quota_bytes,
                               progress=progress_bar("importing", quiet=quiet))
     return [_summary("Imported", report) + f" into {report.destination}",
@@ -252,11 +369,13 @@ def move_command(ctx: click.Context, name: str, to: str, keep_cache: bool,
                  quota: str | None, quiet: bool) -> None:
     """Move an agent's memory to another store and bind the agent to it.
 
+    URL is sqlite:PATH (a file) or a PostgreSQL URL such as
+    'postgresql://rotifer@127.0.0.1/rotifer' (see docs/backends.md).
+
     Example:
 
     \b
-        rotifer agent move helper --to sqlite:/srv/rotifer/helper.db
-        rotifer agent move helper --to 'postgresql://rotifer@127.0.0.1/rotifer'
+        rotifer agent move fmt --to sqlite:fmt-memory.db
     """
     _echo(do_move(project_of(ctx), name, to, keep_cache=keep_cache, quota=quota, quiet=quiet))
 
@@ -275,7 +394,7 @@ def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool,
     Example:
 
     \b
-        rotifer agent export helper helper-memory.json
+        rotifer agent export fmt fmt-memory.json
     """
     _echo(do_export(project_of(ctx), name, file, keep_cache=keep_cache, quiet=quiet,
                     force=force))
@@ -289,10 +408,16 @@ def export_command(ctx: click.Context, name: str, file: Path, keep_cache: bool,
 def import_command(ctx: click.Context, file: Path, quota: str | None, quiet: bool) -> None:
     """Load an agent's memory from FILE (the agent must have no memory yet).
 
+    In another project the agent is made from the spec FILE carries: copy
+    its genes (genes/NAME) and wrap them first; each must have the v2 id it
+    had when exported.
+
     Example:
 
     \b
-        rotifer agent import helper-memory.json --memory-quota 20MB
+        rotifer agent export fmt fmt-memory.json
+        rotifer agent delete fmt --memory-only --yes
+        rotifer agent import fmt-memory.json --memory-quota 20MB
     """
     _echo(do_import(project_of(ctx), file, quota=quota, quiet=quiet))
 

@@ -93,3 +93,36 @@ def _run(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
                              log_sink=log_sink, grant=grant, max_output=max_output,
                              cache_dir=None if cache_dir is None else cache_dir / "node")
     raise GeneUnavailable(f"gene '{gene.name}' has an unknown kind {gene.kind!r}")
+
+
+def check_loads(gene: Gene, *, deadline_s: float = DEFAULT_DEADLINE_S,
+                cache_dir: Path | None = None, log_sink: LogSink | None = None,
+                grant: Grant = CONTAINED) -> None:
+    """Load ``gene`` as a run does, without calling ``express``: a Python or
+    Node gene's module runs (contained unless ``grant.trusted``) and must
+    define ``express`` as a plain function.  Raises what a run would raise for
+    the same code: INVALID_GENE (no ``express``, not callable), GENE_FAILED
+    (an import that fails, a crash while loading, ``async def express``),
+    GENE_UNAVAILABLE (no Node.js or TypeScript, a machine that cannot confine
+    the gene).  A WASM gene is checked by :func:`rotifer.genes.wasm.compile.check_wasm`
+    (``wrap`` does that) and passes here."""
+    from rotifer.memory import DeniedMemory
+
+    memory = DeniedMemory("a gene has no memory while it is loaded to be checked")
+    if gene.kind == "python":
+        if grant.trusted:
+            from rotifer.genes.python import run_python_gene
+
+            run_python_gene(gene, None, memory, deadline_s=deadline_s, log_sink=log_sink,
+                            check=True)
+            return
+        from rotifer.genes.contain.python_host import run_contained
+
+        run_contained(gene, None, memory, deadline_s=deadline_s, agent=None,
+                      log_sink=log_sink, grant=grant, check=True)
+    elif gene.kind == "node":
+        from rotifer.genes.node import run_node_gene
+
+        run_node_gene(gene, None, memory, deadline_s=deadline_s, log_sink=log_sink,
+                      grant=grant, check=True,
+                      cache_dir=None if cache_dir is None else cache_dir / "node")

@@ -232,19 +232,21 @@ class _Interrupt:
 
 def run_python_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
                     deadline_s: float = 10.0, agent: str | None = None,
-                    log_sink: LogSink | None = None) -> Any:
+                    log_sink: LogSink | None = None, check: bool = False) -> Any:
     """Run ``gene`` (kind ``python``) on ``input`` in this process, with
     ``ctx.memory = memory`` (a trusted gene; a contained one runs in a child:
     :mod:`rotifer.genes.contain.python_host`)."""
     info = GeneInfo(gene.name, gene.domain, gene.phenotype.version, gene.v2_id)
     return run_in_process(gene, info, input, memory, deadline_s=deadline_s, agent=agent,
-                          log_sink=log_sink)
+                          log_sink=log_sink, check=check)
 
 
 def run_in_process(gene: Source, info: GeneInfo, input: Any, memory: GeneMemoryAccess, *,
                    deadline_s: float = 10.0, agent: str | None = None,
-                   log_sink: LogSink | None = None) -> Any:
-    """Run the gene's code in this process (``deadline_s`` 0: no alarm)."""
+                   log_sink: LogSink | None = None, check: bool = False) -> Any:
+    """Run the gene's code in this process (``deadline_s`` 0: no alarm).
+    ``check``: only load it (its module runs, ``express`` must be a plain
+    function) and return None, with the errors a run gives (``rotifer wrap``)."""
     ctx = GeneContext(memory=memory, gene=info, agent=agent, _sink=log_sink)
     main = threading.current_thread() is threading.main_thread()
     use_alarm = deadline_s > 0 and main and hasattr(signal, "setitimer")
@@ -261,7 +263,7 @@ def run_in_process(gene: Source, info: GeneInfo, input: Any, memory: GeneMemoryA
         try:
             with interrupt, prints_to_log(gene.name, log_sink):
                 express = _load_express(gene)
-                output = _call(gene, express, input, ctx)
+                output = None if check else _call(gene, express, input, ctx)
         finally:
             if use_alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 from .audit_lineage import find_imports, history_lines, lineage
-from .audit_read import Logged, LogProblem, Scan
+from .audit_read import Logged, LogProblem, Scan, scan
 from .audit_replay import Replay
 from .clock import parse_time
 
@@ -43,6 +43,16 @@ __all__ = ["AuditLine", "audit_history"]
 AuditLine: TypeAlias = dict[str, Any]
 
 SPOOL_IN_MEMORY = 8 << 20
+
+
+def _dropped_epoch(path: Any, agent: str) -> str:
+    """The epoch of the memory the agent's last ``drop_agent`` line removed
+    (``""``: none): where a deleted agent's history ends."""
+    epoch = ""
+    if path is not None:
+        for logged in scan(path, agent, chain=False, only=b'"drop_agent"'):
+            epoch = str(logged.line.get("epoch", ""))
+    return epoch
 BLOCK = 1 << 16
 
 
@@ -66,7 +76,10 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
         database = (lambda: tx.audit_lines(agent) or iter(())) \
             if tx.audit_lines(agent) is not None else None
         imports, epochs = find_imports(path, agent, database)
-        segments = lineage("" if record is None else record.epoch, imports)
+        # A deleted agent has no record: its history is that of the memory its
+        # last drop_agent line removed (`audit show` of a deleted agent).
+        segments = lineage(_dropped_epoch(path, agent) if record is None else record.epoch,
+                           imports)
         replay = Replay(agent)
 
         def keep(lines: list[Logged]) -> None:

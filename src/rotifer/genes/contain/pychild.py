@@ -254,7 +254,8 @@ def main(in_fd: int, out_fd: int) -> None:
     last: dict[str, Any]
     try:
         output = run_in_process(source, info, start["input"], BridgeMemory(pipe),
-                                deadline_s=0, agent=start["agent"], log_sink=log)
+                                deadline_s=0, agent=start["agent"], log_sink=log,
+                                check=bool(start.get("check")))
     except AgentMemoryError as exc:
         last = {"type": "error", "kind": "memory", "code": exc.code.value,
                 "message": exc.message}

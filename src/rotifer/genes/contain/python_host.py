@@ -157,9 +157,9 @@ ERRORS = frozenset({"memory", "rejected", "invalid", "failed"})
 
 def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float,
                   agent: str | None, log_sink: LogSink | None, grant: Grant,
-                  max_output: int = MAX_OUTPUT_BYTES) -> Any:
+                  max_output: int = MAX_OUTPUT_BYTES, check: bool = False) -> Any:
     """Run a Python gene in a confined child; the same results and errors as
-    :func:`rotifer.genes.python.run_python_gene`."""
+    :func:`rotifer.genes.python.run_python_gene` (``check``: only load it)."""
     sink = log_sink or _stderr_sink
     try:
         code = gene.code.decode("utf-8")
@@ -179,19 +179,22 @@ def run_contained(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
             spawn=spawn, on_output=lambda line: sink(gene.name, line), max_output=max_output,
             timeout_message=f"gene '{gene.name}' ran past its deadline of {deadline_s:g} s")
         try:
-            return _converse(channel, gene, code, input, memory, deadline_s, agent, sink)
+            return _converse(channel, gene, code, input, memory, deadline_s, agent, sink,
+                             check)
         finally:
             channel.close()
 
 
 def _converse(channel: Channel, gene: Gene, code: str, input: Any, memory: GeneMemoryAccess,
-              deadline_s: float, agent: str | None, sink: LogSink) -> Any:
+              deadline_s: float, agent: str | None, sink: LogSink,
+              check: bool = False) -> Any:
     # The start message goes at once, before the child says it is ready: it
     # waits in the pipe until the child, confined by then, reads it -- one
     # wake-up of each process fewer a run (milliseconds on a loaded machine).
     with contextlib.suppress(GeneFailed):  # it ended unread: what it said tells why
         channel.send({"type": "start", "code": code,
                       "codeFile": str(gene.code_file), "input": input, "agent": agent,
+                      "check": check,
                       "gene": {"name": gene.name, "domain": gene.domain,
                                "version": gene.phenotype.version, "v2Id": gene.v2_id}})
     ready = channel.receive()

@@ -164,7 +164,7 @@ def _reply(memory: GeneMemoryAccess, call: dict[str, Any]) -> dict[str, Any]:
 def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float = 10.0,
                   agent: str | None = None, log_sink: LogSink | None = None,
                   cache_dir: Path | None = None, grant: Grant = CONTAINED,
-                  max_output: int = MAX_OUTPUT_BYTES) -> Any:
+                  max_output: int = MAX_OUTPUT_BYTES, check: bool = False) -> Any:
     """Run ``gene`` (kind ``node``) on ``input`` with its memory calls served by ``memory``.
 
     ``cache_dir`` keeps TypeScript transpiled to JavaScript, by the SHA-256 of
@@ -173,7 +173,8 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
     runs no gene code, confined as the gene is); the runner gets only the
     JavaScript, and nothing it sends reaches the cache.  Unless
     ``grant.trusted``, both are confined between fork and exec
-    (:mod:`rotifer.genes.contain`).
+    (:mod:`rotifer.genes.contain`).  ``check``: only load the gene (its module
+    runs, ``express`` must be an exported function) and return None.
     """
     node = find_node()
     try:
@@ -186,6 +187,7 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
         "geneDir": str(gene.path), "input": input, "agent": agent,
         "gene": {"name": gene.name, "domain": gene.domain, "version": gene.phenotype.version,
                  "v2Id": gene.v2_id},
+        "check": check,
     }
     argv = [node, "--no-warnings", str(RUNNER)]
     if grant.trusted:

@@ -218,6 +218,10 @@ function main() {
     send({ type: "error", kind: "load", message: describe(err) });
     return;
   }
+  if (start.check) { // `rotifer wrap`: the gene loads, express is a function; not called
+    finish(null);
+    return;
+  }
   const ctx = Object.freeze({ memory, log, agent: start.agent, gene: Object.freeze(start.gene) });
   let output;
   try {

@@ -59,6 +59,13 @@ class ExportChecker:
         unknown = sorted(set(head) - TOP_FIELDS - OPTIONAL_FIELDS)
         if unknown:
             raise invalid(f"export has unknown field(s) {unknown} or lacks []")
+        if "spec" in head and not isinstance(head["spec"], dict):
+            raise invalid("export's 'spec' must be an object")
+        history = head.get("history", [])
+        if not isinstance(history, list) or not all(
+                isinstance(x, dict) and x.get("agent") == head.get("agent")
+                and isinstance(x.get("action"), str) and "value" not in x for x in history):
+            raise invalid("export's 'history' must be a list of the agent's audit lines")
         self.head = dict(head)
         agent_id = head.get("agent")
         if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:

@@ -39,7 +39,13 @@ TOP_FIELDS: Final = {*HEAD_FIELDS, "entries", *TAIL_FIELDS}
 #: Fields a file may have or lack: ``epoch``, the exported memory's epoch (files
 #: written before issue 22 have none), which the import's audit line names so
 #: that ``audit verify`` and ``show`` follow the agent's history back through it.
-OPTIONAL_FIELDS: Final = frozenset({"epoch"})
+#: ``spec``: the agent's spec as the exporting project's CLI gave it (an object
+#: the memory layer carries and does not read), so that ``agent import`` in
+#: another project can create the agent from the file alone.
+#: ``history``: the agent's audit lines up to the export (committed changes,
+#: oldest first, never a value), which an import into a log that has none of
+#: them appends before its own, so that the history goes on (``audit show``).
+OPTIONAL_FIELDS: Final = frozenset({"epoch", "spec", "history"})
 _OPEN_ENTRIES: Final = '"entries":['
 
 

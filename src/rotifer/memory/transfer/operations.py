@@ -162,7 +162,9 @@ def report(tally: Tally, agent_id: str, sha256: str, source: str,
 
 
 def export_agent(store: MemoryStore, agent_id: str, path: Path, *, keep_cache: bool = False,
-                 progress: Progress | None = None, replace: bool = True) -> TransferReport:
+                 progress: Progress | None = None, replace: bool = True,
+                 spec: Mapping[str, Any] | None = None,
+                 history: list[dict[str, Any]] | None = None) -> TransferReport:
     """Write ``agent_id``'s memory to ``path`` (a copy; the store keeps it).
 
     Streamed from one read snapshot to a file written aside and fsynced; then
@@ -175,7 +177,10 @@ def export_agent(store: MemoryStore, agent_id: str, path: Path, *, keep_cache: b
     that appeared in the meantime makes the call fail after its audit line,
     which then names an export that did not happen: better than an export
     without its line).  The file is readable by its owner only: memory can
-    hold personal data.
+    hold personal data.  ``spec`` (a JSON object) is written in the head as
+    ``spec``, carried and not read here (the agent's spec, for an import in
+    another project); ``history`` (the agent's audit lines, oldest first) as
+    ``history``, for an import into another project's log.
     """
     if not replace and os.path.lexists(path):
         raise invalid(f"{path} exists; an export does not replace a file")
@@ -186,7 +191,12 @@ def export_agent(store: MemoryStore, agent_id: str, path: Path, *, keep_cache: b
     tally = Tally(progress)
     with store.backend.long_running(), store.backend.read() as tx:
         record = open_source(tx, agent_id, progress, keep_cache)
-        writer = DocumentWriter(path, head_of(record, keep_cache, now, describe(store)))
+        head = head_of(record, keep_cache, now, describe(store))
+        if spec is not None:
+            head["spec"] = dict(spec)
+        if history is not None:
+            head["history"] = history
+        writer = DocumentWriter(path, head)
         try:
             checker = ExportChecker(head_of(record, keep_cache, now, ""))
             for n, (what, row) in enumerate(tally.rows(tx, agent_id, now, keep_cache)):
