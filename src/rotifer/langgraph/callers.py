@@ -1,7 +1,7 @@
 """Who the store acts as: one gene (its v2 id and domain) or the deployer.
 
 Both answer the same four questions -- read a key, write a key, scan a key
-prefix newest first, delete a key -- through the memory's public calls only,
+prefix newest first until a page is full, delete a key -- through the memory's public calls only,
 so every rule (scopes, data policy, quota and cleanup, retention, the audit
 log) applies exactly as it does to a gene's ``ctx.memory`` or to ``rotifer
 agent memory``.
@@ -9,16 +9,16 @@ agent memory``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from rotifer.memory import AgentMemoryError, DeployerMemory, GeneMemory, MemoryEntry
 from rotifer.memory.audit import DEPLOYER
-from rotifer.memory.clock import format_time, parse_time
-from rotifer.memory.errors import ErrorCode, storage
-from rotifer.memory.model import MAX_QUERY_LIMIT
+from rotifer.memory.errors import ErrorCode
 
 from .policy import NamespacePolicy
+
+T = TypeVar("T")
 
 
 class Caller(Protocol):
@@ -32,8 +32,12 @@ class Caller(Protocol):
         """Remove ``key``; a key that is not there is nothing to do."""
         ...
 
-    def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
-        """The entries under ``key_prefix`` the caller may read, newest first."""
+    def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
+             count: int | None) -> list[T]:
+        """Up to ``count`` (``None``: all) non-``None`` answers of ``pick`` over the
+        entries under ``key_prefix`` the caller may read, newest first, read from
+        one snapshot only until ``count`` are kept (no query limit, no 4 MiB
+        bound: the answer is the page)."""
         ...
 
 
@@ -62,35 +66,9 @@ class GeneCaller:
     def delete(self, key: str) -> None:
         delete_if_there(self.memory.delete_memory, key)
 
-    def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
-        """Page through ``query_memory``: at most 1000 entries a call, so each next
-        page ends where the last one did (``until`` one microsecond after its
-        oldest ``updatedAt``, skipping the keys already given at that instant);
-        a page over the 4 MiB bound is asked again with a smaller ``limit``.
-        Each page is one snapshot; the scan as a whole is not."""
-        limit = MAX_QUERY_LIMIT
-        until: str | None = None
-        given_at_edge: set[str] = set()
-        while True:
-            wanted: dict[str, object] = {"keyPrefix": key_prefix, "limit": limit}
-            if until is not None:
-                wanted["until"] = until
-            try:
-                page = self.memory.query_memory(wanted)
-            except AgentMemoryError as exc:
-                if exc.code is ErrorCode.INVALID_INPUT and limit > 1:
-                    limit = max(1, limit // 4)  # the only bound a valid filter can break: 4 MiB
-                    continue
-                raise
-            fresh = [entry for entry in page if entry.key not in given_at_edge]
-            yield from fresh
-            if len(page) < limit:
-                return
-            if not fresh:
-                raise storage(f"more than {limit} entries share one updatedAt: cannot page")
-            edge = page[-1].updated_at
-            given_at_edge = {entry.key for entry in page if entry.updated_at == edge}
-            until = format_time(parse_time(edge) + 1)
+    def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
+             count: int | None) -> list[T]:
+        return self.memory.pick_memory(key_prefix, pick, count)
 
 
 class DeployerCaller:
@@ -114,5 +92,6 @@ class DeployerCaller:
     def delete(self, key: str) -> None:
         delete_if_there(self.memory.delete_key, key)
 
-    def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
-        yield from self.memory.list(key_prefix=key_prefix)
+    def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
+             count: int | None) -> list[T]:
+        return self.memory.pick(key_prefix, pick, count)

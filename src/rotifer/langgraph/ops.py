@@ -8,7 +8,6 @@ order (:meth:`RotiferStore.batch <rotifer.langgraph.store.RotiferStore.batch>`).
 from __future__ import annotations
 
 from datetime import datetime
-from itertools import islice
 from typing import Any
 
 from langgraph.store.base import (
@@ -65,22 +64,33 @@ def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
     check_filter(op.filter)
     if op.limit <= 0:
         return []
-    found = (SearchItem(**fields)
-             for entry in caller.scan(namespace_prefix(tuple(op.namespace_prefix), root))
-             if (fields := item_fields(entry, root)) is not None
-             and matches_filter(fields["value"], op.filter))
     start = max(op.offset, 0)
-    return list(islice(found, start, start + op.limit))
+
+    def pick(entry: MemoryEntry) -> SearchItem | None:
+        fields = item_fields(entry, root)
+        if fields is None or not matches_filter(fields["value"], op.filter):
+            return None
+        return SearchItem(**fields)
+
+    found = caller.pick(namespace_prefix(tuple(op.namespace_prefix), root), pick,
+                        start + op.limit)
+    return found[start:]
 
 
 def list_namespaces(caller: Caller, op: ListNamespacesOp, root: str) -> list[tuple[str, ...]]:
     """The namespaces holding at least one item the caller may read that meet
-    every condition, cut to ``max_depth`` labels, sorted, then offset and limit."""
+    every condition, cut to ``max_depth`` labels, sorted, then offset and limit.
+    Sorted order needs every namespace, so every entry under the conditions'
+    fixed prefix is looked at (as SqliteStore's ``SELECT DISTINCT`` does); each
+    one's value is decoded only for the first entry seen of a namespace."""
     seen: set[tuple[str, ...]] = set()
-    for entry in caller.scan(namespace_prefix(fixed_prefix(op.match_conditions), root)):
+
+    def pick(entry: MemoryEntry) -> None:
         parsed = parse_key(entry.key, root)
         if parsed is not None and parsed[0] not in seen and decode_value(entry.value) is not None:
             seen.add(parsed[0])
+
+    caller.pick(namespace_prefix(fixed_prefix(op.match_conditions), root), pick, None)
     namespaces = [ns for ns in seen if namespace_matches(ns, op.match_conditions)]
     if op.max_depth is not None:
         namespaces = list({ns[:op.max_depth] for ns in namespaces})
