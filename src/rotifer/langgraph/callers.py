@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from rotifer.memory import AgentMemoryError, DeployerMemory, GeneMemory, MemoryEntry
+from rotifer.memory import AgentMemoryError, Category, DeployerMemory, GeneMemory, MemoryEntry
 from rotifer.memory.audit import DEPLOYER
 from rotifer.memory.errors import ErrorCode
 
@@ -26,7 +26,11 @@ class Caller(Protocol):
 
     def read(self, key: str) -> MemoryEntry | None: ...
 
-    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> None: ...
+    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> MemoryEntry: ...
+
+    def write_beside(self, key: str, value: bytes, item: MemoryEntry) -> None:
+        """Write a CACHE entry with ``item``'s access and retention policies."""
+        ...
 
     def delete(self, key: str) -> None:
         """Remove ``key``; a key that is not there is nothing to do."""
@@ -60,8 +64,13 @@ class GeneCaller:
     def read(self, key: str) -> MemoryEntry | None:
         return self.memory.read_memory(key)
 
-    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> None:
-        self.memory.write_memory(key, value, policy.category, policy.access, policy.retention)
+    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> MemoryEntry:
+        return self.memory.write_memory(key, value, policy.category, policy.access,
+                                        policy.retention)
+
+    def write_beside(self, key: str, value: bytes, item: MemoryEntry) -> None:
+        self.memory.write_memory(key, value, Category.CACHE, item.access_policy,
+                                 item.retention_policy)
 
     def delete(self, key: str) -> None:
         delete_if_there(self.memory.delete_memory, key)
@@ -83,7 +92,10 @@ class DeployerCaller:
     def read(self, key: str) -> MemoryEntry | None:
         return self.memory.read(key)
 
-    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> None:
+    def write_beside(self, key: str, value: bytes, item: MemoryEntry) -> None:
+        self.write(key, value, NamespacePolicy())
+
+    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> MemoryEntry:
         raise self.memory.store.refuse_outside(
             self.memory.agent_id, "write",
             "the deployer writes no entries (an entry's createdBy is a gene's v2 id): "

@@ -23,9 +23,18 @@ from langgraph.store.base import (
 from rotifer.memory import MemoryEntry
 
 from .callers import Caller
-from .keys import decode_value, encode_value, memory_key, namespace_prefix, parse_key
+from .keys import (
+    decode_value,
+    encode_value,
+    memory_key,
+    memory_key_checked,
+    namespace_prefix,
+    parse_key,
+)
 from .matching import check_filter, fixed_prefix, matches_filter, namespace_matches
 from .policy import Policies
+from .semantic import PutVectors
+from .vectors import Vectors, digest, vector_key
 
 
 def _time(text: str) -> datetime:
@@ -56,11 +65,8 @@ def get(caller: Caller, op: GetOp, root: str) -> Item | None:
 def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
     """Items under the namespace prefix whose value matches the filter, most
     recently updated first (as SqliteStore and PostgresStore order them), from
-    ``offset``, at most ``limit``; items the caller may not read are left out."""
-    if op.query is not None:
-        raise NotImplementedError(
-            "rotifer's LangGraph store has no vector index: search(query=...) is not "
-            "supported; use filter= (equality and $eq $ne $gt $gte $lt $lte)")
+    ``offset``, at most ``limit``; items the caller may not read are left out.
+    Without an index a ``query`` is ignored, as SqliteStore and PostgresStore do."""
     check_filter(op.filter)
     if op.limit <= 0:
         return []
@@ -100,14 +106,15 @@ def list_namespaces(caller: Caller, op: ListNamespacesOp, root: str) -> list[tup
 
 
 def check_put(op: PutOp) -> None:
-    """What LangGraph's ``put`` checks, also for a ``PutOp`` given to ``batch``."""
+    """What LangGraph's stores check of a ``PutOp`` given to ``batch``: a
+    namespace, and no ttl (ours).  The root label ``langgraph`` is refused by
+    ``put`` (LangGraph's ``BaseStore.put``) and taken by ``batch``, as all three
+    LangGraph stores do: its items live at ``<root>langgraph/...``, apart from
+    every other namespace and from the vector root."""
     namespace = tuple(op.namespace)
     if op.value is not None:
         if not namespace:
             raise InvalidNamespaceError("Namespace cannot be empty.")
-        if namespace[0] == "langgraph":
-            raise InvalidNamespaceError(
-                f'Root label for namespace cannot be "langgraph". Got: {namespace}')
         if op.ttl is not None:
             raise NotImplementedError(TTL_REFUSED)
 
@@ -118,10 +125,24 @@ TTL_REFUSED = (
     "retention policy instead (NamespacePolicy(retention=...)), or put with ttl=None")
 
 
-def put(caller: Caller, op: PutOp, policies: Policies, root: str) -> None:
+def put(caller: Caller, op: PutOp, policies: Policies, root: str,
+        vectors: PutVectors | None = None) -> None:
+    """Write or delete the item; with an index configured (``vectors`` not
+    ``None``) then write its vector entry beside it, or delete the old one
+    when the put has nothing to embed or deletes."""
     namespace = tuple(op.namespace)
     key = memory_key(namespace, str(op.key), root)
+    beside = None if vectors is None else memory_key_checked(vector_key(key, root))
     if op.value is None:
         caller.delete(key)
+        if beside is not None:
+            caller.delete(beside)
+        return
+    data = encode_value(op.value)
+    entry = caller.write(key, data, policies.for_namespace(namespace))
+    if beside is None:
+        return
+    if vectors:
+        caller.write_beside(beside, Vectors.of(digest(data), vectors).encode(), entry)
     else:
-        caller.write(key, encode_value(op.value), policies.for_namespace(namespace))
+        caller.delete(beside)

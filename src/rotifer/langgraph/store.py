@@ -17,6 +17,7 @@ from langgraph.store.base import (
     NOT_PROVIDED,
     BaseStore,
     GetOp,
+    IndexConfig,
     ListNamespacesOp,
     NotProvided,
     Op,
@@ -32,6 +33,8 @@ from . import ops
 from .callers import Caller, DeployerCaller, GeneCaller
 from .keys import ROOT
 from .policy import NamespacePolicy, Policies
+from .semantic import Index, rank
+from .vectors import unit
 
 
 class RotiferStore(BaseStore):
@@ -47,12 +50,15 @@ class RotiferStore(BaseStore):
     def __init__(self, caller: Caller, *,
                  namespaces: Mapping[tuple[str, ...], Any] | None = None,
                  default: NamespacePolicy | str | Mapping[str, Any] | None = None,
-                 root: str = ROOT) -> None:
+                 root: str = ROOT, index: IndexConfig | None = None) -> None:
         if not isinstance(root, str) or not root.endswith("/") or "\x00" in root:
             raise ValueError("root must be a string ending in '/'")
         self.caller = caller
         self.policies = Policies(namespaces, default)
         self.root = root
+        #: The semantic index (``index=``, LangGraph's IndexConfig), or ``None``.
+        self.index = None if index is None else Index.parse(index)
+        self.index_config = index
 
     @classmethod
     def for_gene(cls, memory: MemoryStore, agent_id: str, gene_id: str, domain: str | None,
@@ -65,39 +71,94 @@ class RotiferStore(BaseStore):
         """The store acting as the agent's owner: reads and deletes anything, puts nothing."""
         return cls(DeployerCaller(memory.deployer(agent_id)), **options)
 
-    def batch(self, ops_: Iterable[Op]) -> list[Result]:
-        """Run ``ops_`` as LangGraph's stores do: every get, search and list first,
-        in order, on the memory as it was before the batch; then the puts, one
-        memory change each, in the order of each (namespace, key)'s first put, its
-        last put winning (as InMemoryStore and SqliteStore do).
-        A refused put raises; the puts before it stay made."""
+    def _prepare(self, ops_: Iterable[Op]) -> tuple[list[Op], list[str], list[str]]:
+        """Check the ops as LangGraph's stores do; the queries and the texts to embed."""
         todo = list(ops_)
         for op in todo:
             validate_op_namespace(op)
             if isinstance(op, PutOp):
                 ops.check_put(op)
-        results: list[Result] = []
+            elif not isinstance(op, GetOp | SearchOp | ListNamespacesOp):
+                raise ValueError(f"Unknown operation type: {type(op)}")
+        if self.index is None:
+            return todo, [], []
+        queries = list(dict.fromkeys(op.query for op in todo
+                                     if isinstance(op, SearchOp) and op.query))
+        texts = [text for put in self._last_puts(todo).values()
+                 for _, text in self.index.texts(put)]
+        return todo, queries, texts
+
+    @staticmethod
+    def _last_puts(todo: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
+        """Each (namespace, key)'s last put, at its first put's place."""
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in todo:
+            if isinstance(op, PutOp):
+                puts[(tuple(op.namespace), str(op.key))] = op
+        return puts
+
+    def batch(self, ops_: Iterable[Op]) -> list[Result]:
+        """Run ``ops_`` as LangGraph's stores do: every get, search and list first,
+        in order, on the memory as it was before the batch; then the puts, one
+        memory change each, in the order of each (namespace, key)'s first put, its
+        last put winning (as InMemoryStore and SqliteStore do).  With an index,
+        the queries and the puts' texts are embedded first, before anything is
+        written.  A refused put raises; the puts before it stay made."""
+        todo, queries, texts = self._prepare(ops_)
+        embedded: dict[str, list[float]] = {}
+        documents: list[list[float]] = []
+        if self.index is not None:
+            embedded = {q: self.index.embeddings.embed_query(q) for q in queries}
+            documents = self.index.embeddings.embed_documents(texts) if texts else []
+        return self._run(todo, embedded, documents)
+
+    async def abatch(self, ops_: Iterable[Op]) -> list[Result]:
+        """:meth:`batch`, the embedding awaited in the loop (an async embedding
+        function runs there), the memory calls in the loop's thread pool (they block)."""
+        todo, queries, texts = self._prepare(ops_)
+        embedded: dict[str, list[float]] = {}
+        documents: list[list[float]] = []
+        if self.index is not None:
+            found = await asyncio.gather(*(self.index.embeddings.aembed_query(q)
+                                           for q in queries))
+            embedded = dict(zip(queries, found, strict=True))
+            documents = await self.index.embeddings.aembed_documents(texts) if texts else []
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self._run, todo, embedded, documents)
+
+    def _run(self, todo: list[Op], embedded: dict[str, list[float]],
+             documents: list[list[float]]) -> list[Result]:
+        index = self.index
+        if index is not None and len(documents) != sum(
+                len(index.texts(p)) for p in self._last_puts(todo).values()):
+            raise ValueError(f"the embeddings answered {len(documents)} vectors for the texts "
+                             "asked")
+        dims = None if index is None else index.dims
+        # Every vector checked (dims) before anything is read or written.
+        units = [unit(vector, dims) for vector in documents]
+        queries = {q: unit(vector, dims) for q, vector in embedded.items()}
+        results: list[Result] = []
         for op in todo:
             if isinstance(op, GetOp):
                 results.append(ops.get(self.caller, op, self.root))
             elif isinstance(op, SearchOp):
-                results.append(ops.search(self.caller, op, self.root))
+                if op.query and index is not None:
+                    results.append(rank(self.caller, op, self.root, queries[op.query]))
+                else:
+                    results.append(ops.search(self.caller, op, self.root))
             elif isinstance(op, ListNamespacesOp):
                 results.append(ops.list_namespaces(self.caller, op, self.root))
-            elif isinstance(op, PutOp):
-                puts[(tuple(op.namespace), str(op.key))] = op  # the first one's place
-                results.append(None)
             else:
-                raise ValueError(f"Unknown operation type: {type(op)}")
-        for op in puts.values():
-            ops.put(self.caller, op, self.policies, self.root)
+                results.append(None)
+        taken = 0
+        for put in self._last_puts(todo).values():
+            vectors = None
+            if index is not None:
+                paths = [path for path, _ in index.texts(put)]
+                vectors = list(zip(paths, units[taken:taken + len(paths)], strict=True))
+                taken += len(paths)
+            ops.put(self.caller, put, self.policies, self.root, vectors)
         return results
-
-    async def abatch(self, ops_: Iterable[Op]) -> list[Result]:
-        """:meth:`batch` in the event loop's thread pool (the memory calls block)."""
-        todo = list(ops_)
-        return await asyncio.get_running_loop().run_in_executor(None, self.batch, todo)
 
     def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
             index: Literal[False] | list[str] | None = None, *,
