@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.store.base import (
     NOT_PROVIDED,
@@ -31,10 +31,20 @@ from rotifer.memory import MemoryStore
 
 from . import ops
 from .callers import Caller, DeployerCaller, GeneCaller
+from .gather import Call, Gatherer
 from .keys import ROOT
 from .policy import NamespacePolicy, Policies
 from .semantic import Index, rank
-from .vectors import unit
+from .vectors import Unit, unit
+
+
+class Failed:
+    """An op's error, kept as its outcome in a gathered batch."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
 
 class RotiferStore(BaseStore):
@@ -59,6 +69,7 @@ class RotiferStore(BaseStore):
         #: The semantic index (``index=``, LangGraph's IndexConfig), or ``None``.
         self.index = None if index is None else Index.parse(index)
         self.index_config = index
+        self._gatherer = Gatherer(self._run_gathered)
 
     @classmethod
     def for_gene(cls, memory: MemoryStore, agent_id: str, gene_id: str, domain: str | None,
@@ -113,9 +124,29 @@ class RotiferStore(BaseStore):
         return self._run(todo, embedded, documents)
 
     async def abatch(self, ops_: Iterable[Op]) -> list[Result]:
-        """:meth:`batch`, the embedding awaited in the loop (an async embedding
-        function runs there), the memory calls in the loop's thread pool (they block)."""
-        todo, queries, texts = self._prepare(ops_)
+        """:meth:`batch` for async callers, gathered: every ``abatch`` (so every
+        ``aget``, ``aput``, ``asearch``, ...) made in the same event-loop tick
+        runs in one batch (:mod:`rotifer.langgraph.gather`) -- reads first, on
+        the memory as it was, identical reads made once; then the puts, one
+        memory change each, in the order of each key's first put, its last put
+        winning -- with the embedding awaited in the loop and the memory calls in
+        the loop's thread pool (they block).  Each caller gets its own results,
+        or the first error among its own ops; the other callers' ops still run."""
+        return await self._gatherer.submit(list(ops_))
+
+    async def _run_gathered(self, calls: list[Call]) -> None:
+        """Run the calls of one tick as one batch; settle each caller's future."""
+        checked: list[Call] = []
+        for todo, future in calls:
+            try:
+                self._prepare(todo)
+            except Exception as exc:  # this caller's ops are bad: only it hears so
+                if not future.done():
+                    future.set_exception(exc)
+                continue
+            checked.append((todo, future))
+        everything = [op for todo, _ in checked for op in todo]
+        _, queries, texts = self._prepare(everything)
         embedded: dict[str, list[float]] = {}
         documents: list[list[float]] = []
         if self.index is not None:
@@ -123,42 +154,90 @@ class RotiferStore(BaseStore):
                                            for q in queries))
             embedded = dict(zip(queries, found, strict=True))
             documents = await self.index.embeddings.aembed_documents(texts) if texts else []
-        return await asyncio.get_running_loop().run_in_executor(
-            None, self._run, todo, embedded, documents)
+        outcomes = await asyncio.get_running_loop().run_in_executor(
+            None, self._run_each, everything, embedded, documents)
+        start = 0
+        for todo, future in checked:
+            mine = outcomes[start:start + len(todo)]
+            start += len(todo)
+            if future.done():
+                continue  # the caller was cancelled
+            failed = next((o for o in mine if isinstance(o, Failed)), None)
+            if failed is not None:
+                future.set_exception(failed.error)
+            else:
+                future.set_result(cast("list[Result]", mine))
 
     def _run(self, todo: list[Op], embedded: dict[str, list[float]],
              documents: list[list[float]]) -> list[Result]:
+        """The batch, the first error raised (the puts before it stay made)."""
+        return cast("list[Result]", self._outcomes(todo, embedded, documents, isolate=False))
+
+    def _run_each(self, todo: list[Op], embedded: dict[str, list[float]],
+                  documents: list[list[float]]) -> list[Result | Failed]:
+        """The batch, each op's error kept as its outcome; identical reads once."""
+        return self._outcomes(todo, embedded, documents, isolate=True)
+
+    def _outcomes(self, todo: list[Op], embedded: dict[str, list[float]],
+                  documents: list[list[float]], *, isolate: bool) -> list[Result | Failed]:
         index = self.index
+        puts = self._last_puts(todo)
         if index is not None and len(documents) != sum(
-                len(index.texts(p)) for p in self._last_puts(todo).values()):
+                len(index.texts(p)) for p in puts.values()):
             raise ValueError(f"the embeddings answered {len(documents)} vectors for the texts "
                              "asked")
         dims = None if index is None else index.dims
         # Every vector checked (dims) before anything is read or written.
         units = [unit(vector, dims) for vector in documents]
         queries = {q: unit(vector, dims) for q, vector in embedded.items()}
-        results: list[Result] = []
+        outcomes: list[Result | Failed] = []
+        made: dict[str, Result | Failed] = {}
         for op in todo:
-            if isinstance(op, GetOp):
-                results.append(ops.get(self.caller, op, self.root))
-            elif isinstance(op, SearchOp):
-                if op.query and index is not None:
-                    results.append(rank(self.caller, op, self.root, queries[op.query]))
-                else:
-                    results.append(ops.search(self.caller, op, self.root))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(ops.list_namespaces(self.caller, op, self.root))
-            else:
-                results.append(None)
+            if isinstance(op, PutOp):
+                outcomes.append(None)
+                continue
+            same = repr(op) if isolate else ""
+            if isolate and same in made:
+                outcomes.append(made[same])
+                continue
+            try:
+                outcome: Result | Failed = self._read(op, queries)
+            except Exception as exc:
+                if not isolate:
+                    raise
+                outcome = Failed(exc)
+            if isolate:
+                made[same] = outcome
+            outcomes.append(outcome)
+        where: dict[tuple[tuple[str, ...], str], list[int]] = {}
+        for n, op in enumerate(todo):
+            if isinstance(op, PutOp):
+                where.setdefault((tuple(op.namespace), str(op.key)), []).append(n)
         taken = 0
-        for put in self._last_puts(todo).values():
+        for put_key, put in puts.items():
             vectors = None
             if index is not None:
                 paths = [path for path, _ in index.texts(put)]
                 vectors = list(zip(paths, units[taken:taken + len(paths)], strict=True))
                 taken += len(paths)
-            ops.put(self.caller, put, self.policies, self.root, vectors)
-        return results
+            try:
+                ops.put(self.caller, put, self.policies, self.root, vectors)
+            except Exception as exc:
+                if not isolate:
+                    raise
+                for n in where[put_key]:  # every caller who asked for this key's put
+                    outcomes[n] = Failed(exc)
+        return outcomes
+
+    def _read(self, op: Op, queries: dict[str, Unit]) -> Result:
+        if isinstance(op, GetOp):
+            return ops.get(self.caller, op, self.root)
+        if isinstance(op, SearchOp):
+            if op.query and self.index is not None:
+                return rank(self.caller, op, self.root, queries[op.query])
+            return ops.search(self.caller, op, self.root)
+        assert isinstance(op, ListNamespacesOp)
+        return ops.list_namespaces(self.caller, op, self.root)
 
     def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
             index: Literal[False] | list[str] | None = None, *,
