@@ -29,9 +29,10 @@ class CountingStore(RotiferStore):
     runs: list[int]
 
     def _run_each(self, todo: list[Op], embedded: dict[str, list[float]],
-                  documents: list[list[float]]) -> list[Result | Failed]:
+                  documents: list[list[float]], contexts: list[dict[str, str] | None]
+                  ) -> list[Result | Failed]:
         self.runs.append(len(todo))
-        return super()._run_each(todo, embedded, documents)
+        return super()._run_each(todo, embedded, documents, contexts)
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from typing import Any
 
 from langgraph.store.base import Op, Result
 
-#: One caller's ops and the future its results go to.
-Call = tuple[list[Op], "asyncio.Future[list[Result]]"]
+#: One caller's ops, the future its results go to, and the run it came from
+#: (its audit context: see rotifer.memory.context).
+Call = tuple[list[Op], "asyncio.Future[list[Result]]", "dict[str, str] | None"]
 
 
 class Gatherer:
@@ -31,14 +32,14 @@ class Gatherer:
         self._waiting: dict[asyncio.AbstractEventLoop, list[Call]] = {}
         self._running: set[asyncio.Task[Any]] = set()
 
-    async def submit(self, ops: list[Op]) -> list[Result]:
+    async def submit(self, ops: list[Op], context: dict[str, str] | None) -> list[Result]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[Result]] = loop.create_future()
         waiting = self._waiting.get(loop)
         if waiting is None:
             waiting = self._waiting[loop] = []
             loop.call_soon(self._flush, loop)
-        waiting.append((ops, future))
+        waiting.append((ops, future, context))
         return await future
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -51,7 +52,7 @@ class Gatherer:
         try:
             await self._run(calls)
         except BaseException as exc:
-            for _, future in calls:
+            for _, future, _ in calls:
                 if not future.done():
                     future.set_exception(exc)
             if not isinstance(exc, Exception):

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, cast
 
+from langgraph.config import get_config
 from langgraph.store.base import (
     NOT_PROVIDED,
     BaseStore,
@@ -28,6 +29,7 @@ from langgraph.store.base import (
 )
 
 from rotifer.memory import MemoryStore
+from rotifer.memory.context import audit_context, clean_context
 
 from . import ops
 from .callers import Caller, DeployerCaller, GeneCaller
@@ -36,6 +38,25 @@ from .keys import ROOT
 from .policy import NamespacePolicy, Policies
 from .semantic import Index, rank
 from .vectors import Unit, unit
+
+
+def run_context() -> dict[str, str] | None:
+    """The LangGraph thread and run calling the store, for its audit lines:
+    ``thread_id`` from the runnable config's ``configurable``; ``run_id`` the
+    config's own ``run_id`` if it has one, else the id LangChain's tracing gives
+    the node's run (its callback manager's ``parent_run_id``).  ``None``
+    outside a runnable (no config)."""
+    try:
+        config = get_config()
+    except RuntimeError:
+        return None
+    configurable = config.get("configurable") or {}
+    thread = configurable.get("thread_id")
+    run = config.get("run_id")
+    if run is None:
+        run = getattr(config.get("callbacks"), "parent_run_id", None)
+    return clean_context({"thread_id": None if thread is None else str(thread),
+                          "run_id": None if run is None else str(run)})
 
 
 class Failed:
@@ -132,20 +153,21 @@ class RotiferStore(BaseStore):
         winning -- with the embedding awaited in the loop and the memory calls in
         the loop's thread pool (they block).  Each caller gets its own results,
         or the first error among its own ops; the other callers' ops still run."""
-        return await self._gatherer.submit(list(ops_))
+        return await self._gatherer.submit(list(ops_), run_context())
 
     async def _run_gathered(self, calls: list[Call]) -> None:
         """Run the calls of one tick as one batch; settle each caller's future."""
         checked: list[Call] = []
-        for todo, future in calls:
+        for todo, future, context in calls:
             try:
                 self._prepare(todo)
             except Exception as exc:  # this caller's ops are bad: only it hears so
                 if not future.done():
                     future.set_exception(exc)
                 continue
-            checked.append((todo, future))
-        everything = [op for todo, _ in checked for op in todo]
+            checked.append((todo, future, context))
+        everything = [op for todo, _, _ in checked for op in todo]
+        contexts = [context for todo, _, context in checked for _ in todo]
         _, queries, texts = self._prepare(everything)
         embedded: dict[str, list[float]] = {}
         documents: list[list[float]] = []
@@ -155,9 +177,9 @@ class RotiferStore(BaseStore):
             embedded = dict(zip(queries, found, strict=True))
             documents = await self.index.embeddings.aembed_documents(texts) if texts else []
         outcomes = await asyncio.get_running_loop().run_in_executor(
-            None, self._run_each, everything, embedded, documents)
+            None, self._run_each, everything, embedded, documents, contexts)
         start = 0
-        for todo, future in checked:
+        for todo, future, _ in checked:
             mine = outcomes[start:start + len(todo)]
             start += len(todo)
             if future.done():
@@ -171,15 +193,21 @@ class RotiferStore(BaseStore):
     def _run(self, todo: list[Op], embedded: dict[str, list[float]],
              documents: list[list[float]]) -> list[Result]:
         """The batch, the first error raised (the puts before it stay made)."""
-        return cast("list[Result]", self._outcomes(todo, embedded, documents, isolate=False))
+        context = run_context()
+        return cast("list[Result]", self._outcomes(
+            todo, embedded, documents, [context] * len(todo), isolate=False))
 
     def _run_each(self, todo: list[Op], embedded: dict[str, list[float]],
-                  documents: list[list[float]]) -> list[Result | Failed]:
+                  documents: list[list[float]], contexts: list[dict[str, str] | None]
+                  ) -> list[Result | Failed]:
         """The batch, each op's error kept as its outcome; identical reads once."""
-        return self._outcomes(todo, embedded, documents, isolate=True)
+        return self._outcomes(todo, embedded, documents, contexts, isolate=True)
 
     def _outcomes(self, todo: list[Op], embedded: dict[str, list[float]],
-                  documents: list[list[float]], *, isolate: bool) -> list[Result | Failed]:
+                  documents: list[list[float]], contexts: list[dict[str, str] | None], *,
+                  isolate: bool) -> list[Result | Failed]:
+        """Each op's outcome, every memory call made under the audit context of
+        the caller who asked for it (its LangGraph thread and run)."""
         index = self.index
         puts = self._last_puts(todo)
         if index is not None and len(documents) != sum(
@@ -192,16 +220,17 @@ class RotiferStore(BaseStore):
         queries = {q: unit(vector, dims) for q, vector in embedded.items()}
         outcomes: list[Result | Failed] = []
         made: dict[str, Result | Failed] = {}
-        for op in todo:
+        for op, context in zip(todo, contexts, strict=True):
             if isinstance(op, PutOp):
                 outcomes.append(None)
                 continue
-            same = repr(op) if isolate else ""
+            same = repr((op, context)) if isolate else ""
             if isolate and same in made:
                 outcomes.append(made[same])
                 continue
             try:
-                outcome: Result | Failed = self._read(op, queries)
+                with audit_context(context):
+                    outcome: Result | Failed = self._read(op, queries)
             except Exception as exc:
                 if not isolate:
                     raise
@@ -213,6 +242,8 @@ class RotiferStore(BaseStore):
         for n, op in enumerate(todo):
             if isinstance(op, PutOp):
                 where.setdefault((tuple(op.namespace), str(op.key)), []).append(n)
+        # The last put of a key wins, and so does the run that asked for it.
+        put_context = {key: contexts[spots[-1]] for key, spots in where.items()}
         taken = 0
         for put_key, put in puts.items():
             vectors = None
@@ -221,7 +252,8 @@ class RotiferStore(BaseStore):
                 vectors = list(zip(paths, units[taken:taken + len(paths)], strict=True))
                 taken += len(paths)
             try:
-                ops.put(self.caller, put, self.policies, self.root, vectors)
+                with audit_context(put_context[put_key]):
+                    ops.put(self.caller, put, self.policies, self.root, vectors)
             except Exception as exc:
                 if not isolate:
                     raise
