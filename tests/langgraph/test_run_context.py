@@ -74,3 +74,20 @@ def test_audit_lines_name_thread_and_run(tmp_path: Path) -> None:
         memory.close()
     shown = ok_here(root, "agent", "audit", "show", "bot", "--key", "langgraph/notes/async3")
     assert "thread t-b run " in shown
+
+
+def test_the_console_timeline_shows_them_escaped(tmp_path: Path) -> None:
+    from rotifer.memory.context import audit_context
+    from tests.console.helpers import Served, make_project
+
+    served = Served(make_project(tmp_path / "proj"))
+    try:
+        gene = next(iter(served.project.registry().entries()))
+        with served.project.open_store("ag") as memory, \
+                audit_context({"thread_id": "<b>t-console</b>", "run_id": "r-9"}):
+            memory.for_gene("ag", gene, "notes").write_memory("ctx/run", b"v", "CONTEXT")
+        page = served.get("/agents/ag/history?key=ctx/run").text
+        assert "thread &lt;b&gt;t-console&lt;/b&gt; run r-9" in page
+        assert "<b>t-console" not in page
+    finally:
+        served.stop()
