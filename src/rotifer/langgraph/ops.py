@@ -7,6 +7,7 @@ order (:meth:`RotiferStore.batch <rotifer.langgraph.store.RotiferStore.batch>`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from langgraph.store.base import (
 
 from rotifer.memory import MemoryEntry
 
+from . import ttl
 from .callers import Caller
 from .keys import (
     decode_value,
@@ -105,24 +107,21 @@ def list_namespaces(caller: Caller, op: ListNamespacesOp, root: str) -> list[tup
     return namespaces[start:start + max(op.limit, 0)]
 
 
-def check_put(op: PutOp) -> None:
+def check_put(op: PutOp, ttl_taken: bool) -> None:
     """What LangGraph's stores check of a ``PutOp`` given to ``batch``: a
-    namespace, and no ttl (ours).  The root label ``langgraph`` is refused by
-    ``put`` (LangGraph's ``BaseStore.put``) and taken by ``batch``, as all three
-    LangGraph stores do: its items live at ``<root>langgraph/...``, apart from
-    every other namespace and from the vector root."""
+    namespace; and ours: a ttl only as whole days on a store whose reads do not
+    refresh (:mod:`rotifer.langgraph.ttl`).  The root label ``langgraph`` is
+    refused by ``put`` (LangGraph's ``BaseStore.put``) and taken by ``batch``,
+    as all three LangGraph stores do: its items live at ``<root>langgraph/...``,
+    apart from every other namespace and from the vector root."""
     namespace = tuple(op.namespace)
     if op.value is not None:
         if not namespace:
             raise InvalidNamespaceError("Namespace cannot be empty.")
         if op.ttl is not None:
-            raise NotImplementedError(TTL_REFUSED)
-
-
-TTL_REFUSED = (
-    "rotifer's LangGraph store does not take ttl= (minutes, refreshed on read): rotifer "
-    "keeps entries for whole days counted from the last write. Give the namespace a "
-    "retention policy instead (NamespacePolicy(retention=...)), or put with ttl=None")
+            if not ttl_taken:
+                raise NotImplementedError(ttl.REFUSED)
+            ttl.retention(op.ttl)
 
 
 def put(caller: Caller, op: PutOp, policies: Policies, root: str,
@@ -139,7 +138,10 @@ def put(caller: Caller, op: PutOp, policies: Policies, root: str,
             caller.delete(beside)
         return
     data = encode_value(op.value)
-    entry = caller.write(key, data, policies.for_namespace(namespace))
+    policy = policies.for_namespace(namespace)
+    if op.ttl is not None:  # whole days (check_put): the item's own retention
+        policy = replace(policy, retention=ttl.retention(op.ttl))
+    entry = caller.write(key, data, policy)
     if beside is None:
         return
     if vectors:

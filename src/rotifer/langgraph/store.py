@@ -25,6 +25,7 @@ from langgraph.store.base import (
     PutOp,
     Result,
     SearchOp,
+    TTLConfig,
     validate_op_namespace,
 )
 
@@ -37,6 +38,8 @@ from .gather import Call, Gatherer
 from .keys import ROOT
 from .policy import NamespacePolicy, Policies
 from .semantic import Index, rank
+from .ttl import REFUSED as TTL_REFUSED
+from .ttl import check_config as check_ttl_config
 from .vectors import Unit, unit
 
 
@@ -81,7 +84,8 @@ class RotiferStore(BaseStore):
     def __init__(self, caller: Caller, *,
                  namespaces: Mapping[tuple[str, ...], Any] | None = None,
                  default: NamespacePolicy | str | Mapping[str, Any] | None = None,
-                 root: str = ROOT, index: IndexConfig | None = None) -> None:
+                 root: str = ROOT, index: IndexConfig | None = None,
+                 ttl: TTLConfig | None = None) -> None:
         if not isinstance(root, str) or not root.endswith("/") or "\x00" in root:
             raise ValueError("root must be a string ending in '/'")
         self.caller = caller
@@ -90,6 +94,10 @@ class RotiferStore(BaseStore):
         #: The semantic index (``index=``, LangGraph's IndexConfig), or ``None``.
         self.index = None if index is None else Index.parse(index)
         self.index_config = index
+        check_ttl_config(ttl)
+        #: LangGraph's TTLConfig; only {"refresh_on_read": False, ...} is taken.
+        self.ttl_config = ttl
+        self.supports_ttl = ttl is not None
         self._gatherer = Gatherer(self._run_gathered)
 
     @classmethod
@@ -109,8 +117,13 @@ class RotiferStore(BaseStore):
         for op in todo:
             validate_op_namespace(op)
             if isinstance(op, PutOp):
-                ops.check_put(op)
-            elif not isinstance(op, GetOp | SearchOp | ListNamespacesOp):
+                ops.check_put(op, self.supports_ttl)
+            elif isinstance(op, GetOp | SearchOp):
+                if op.refresh_ttl and self.ttl_config is not None:
+                    raise NotImplementedError(
+                        "refresh_ttl=True: a read never extends a rotifer entry's "
+                        "retention (this store's ttl has refresh_on_read=False)")
+            elif not isinstance(op, ListNamespacesOp):
                 raise ValueError(f"Unknown operation type: {type(op)}")
         if self.index is None:
             return todo, [], []
@@ -274,14 +287,14 @@ class RotiferStore(BaseStore):
     def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
             index: Literal[False] | list[str] | None = None, *,
             ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
-        """LangGraph's ``put``; ``ttl`` other than ``None`` is refused with our reason."""
-        if ttl not in (NOT_PROVIDED, None):
-            raise NotImplementedError(ops.TTL_REFUSED)
+        """LangGraph's ``put``; a ttl this store cannot keep is refused with our reason."""
+        if ttl not in (NOT_PROVIDED, None) and not self.supports_ttl:
+            raise NotImplementedError(TTL_REFUSED)
         super().put(namespace, key, value, index, ttl=ttl)
 
     async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
                    index: Literal[False] | list[str] | None = None, *,
                    ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
-        if ttl not in (NOT_PROVIDED, None):
-            raise NotImplementedError(ops.TTL_REFUSED)
+        if ttl not in (NOT_PROVIDED, None) and not self.supports_ttl:
+            raise NotImplementedError(TTL_REFUSED)
         await super().aput(namespace, key, value, index, ttl=ttl)
