@@ -174,3 +174,14 @@ def test_refusals_write_nothing(memory: MemoryStore) -> None:
     assert [i.key for i in deployer.search(("d",), query="apple")] == ["a"]
     deployer.delete(("d",), "a")
     assert memory.deployer("bot").read("langgraph.vectors/d/a") is None
+
+
+def test_the_whole_value_by_default_as_in_memory_store(memory: MemoryStore) -> None:
+    index = {"embed": embed, "dims": DIMS}  # no fields: "$", the value's JSON
+    ours, reference = gene(memory, index=index), InMemoryStore(index=index)  # type: ignore[arg-type]
+    for store in (ours, reference):
+        store.batch([PutOp(("d",), k, {"t": text}) for k, text in DOCS.items()])
+    got, want = ours.search(("d",), query="banana"), reference.search(("d",), query="banana")
+    assert [(i.key, i.score) for i in got] == [
+        (i.key, pytest.approx(i.score, abs=1e-6)) for i in want]
+    assert all(i.score is not None for i in got)

@@ -37,7 +37,7 @@ class Index:
 
     embeddings: Embeddings
     dims: int | None
-    fields: tuple[tuple[str, list[str]], ...]
+    fields: tuple[tuple[str, str | list[str]], ...]
 
     @classmethod
     def parse(cls, config: Mapping[str, Any]) -> Index:
@@ -49,15 +49,19 @@ class Index:
                                  or dims < 1):
             raise ValueError(f"index dims must be a positive whole number, not {dims!r}")
         fields = config.get("fields") or ["$"]
+        # "$" (the whole value) stays a string: get_text_at_path reads it as the
+        # value's JSON, as InMemoryStore hands it over.
         return cls(ensure_embeddings(config["embed"]), dims,
-                   tuple((path, tokenize_path(path)) for path in fields))
+                   tuple((path, path if path == "$" else tokenize_path(path))
+                         for path in fields))
 
     def texts(self, op: PutOp) -> list[tuple[str, str]]:
         """(path, text) of every text ``op`` embeds: none for a delete or
         ``index=False``; the configured fields for ``index=None``; else its own."""
         if op.value is None or op.index is False:
             return []
-        paths = self.fields if op.index is None else tuple(
+        paths: tuple[tuple[str, str | list[str]], ...] = self.fields if op.index is None \
+            else tuple(
             (path, tokenize_path(path)) for path in op.index)
         found: list[tuple[str, str]] = []
         for path, tokens in paths:
