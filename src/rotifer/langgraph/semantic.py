@@ -48,7 +48,13 @@ class Index:
         if dims is not None and (not isinstance(dims, int) or isinstance(dims, bool)
                                  or dims < 1):
             raise ValueError(f"index dims must be a positive whole number, not {dims!r}")
-        fields = config.get("fields") or ["$"]
+        # "fields", as InMemoryStore and PostgresStore read it; SqliteStore reads
+        # "text_fields" (a list or one path): either is taken.
+        fields = config.get("fields") or config.get("text_fields") or ["$"]
+        if isinstance(fields, str):
+            fields = [fields]
+        if not isinstance(fields, list | tuple) or not all(isinstance(f, str) for f in fields):
+            raise ValueError(f"index fields must be a list of paths, not {fields!r}")
         # "$" (the whole value) stays a string: get_text_at_path reads it as the
         # value's JSON, as InMemoryStore hands it over.
         return cls(ensure_embeddings(config["embed"]), dims,

@@ -94,6 +94,8 @@ class RotiferStore(BaseStore):
         #: The semantic index (``index=``, LangGraph's IndexConfig), or ``None``.
         self.index = None if index is None else Index.parse(index)
         self.index_config = index
+        #: The index's embeddings (as LangGraph's stores expose them), or ``None``.
+        self.embeddings = None if self.index is None else self.index.embeddings
         check_ttl_config(ttl)
         #: LangGraph's TTLConfig; only {"refresh_on_read": False, ...} is taken.
         self.ttl_config = ttl
