@@ -39,10 +39,10 @@ def coroutines(store: Any, n: int, m_count: int) -> list[Awaitable[Any]]:
     return coros
 
 
-async def _ours(where: Path, n: int, m: int) -> tuple[float, float]:
+async def _ours(where: Path, n: int, m: int, url: str | None = None) -> tuple[float, float]:
     from rotifer.langgraph import RotiferStore
 
-    mem = MemoryStore.open(where / "rotifer")
+    mem = MemoryStore.open(where / "rotifer", url)
     try:
         mem.create_agent("lg", quota_bytes=memory.BIG_QUOTA)
         store = RotiferStore.for_gene(mem, "lg", memory.GENE, memory.DOMAIN)
@@ -67,33 +67,58 @@ async def _timed(make: Callable[[], list[Awaitable[Any]]]) -> tuple[float, float
     return wall, cpu
 
 
-def measure(root: Path, n: int, m: int, rounds: int) -> dict[str, tuple[float, float]]:
-    times: dict[str, list[tuple[float, float]]] = {"RotiferStore": [], "AsyncSqliteStore": []}
+async def _postgres(url: str, n: int, m: int) -> tuple[float, float]:
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    async with AsyncPostgresStore.from_conn_string(url) as store:
+        await store.setup()
+        return await _timed(lambda: coroutines(store, n, m))
+
+
+def measure(root: Path, n: int, m: int, rounds: int, server: Any = None
+            ) -> dict[str, tuple[float, float]]:
+    """Medians of ``rounds`` runs of each store: on SQLite, or (with ``server``, a
+    :class:`bench.pgserver.Server`) on PostgreSQL, each run in a fresh database."""
+    ours, theirs = ("RotiferStore", "AsyncPostgresStore" if server else "AsyncSqliteStore")
+    times: dict[str, list[tuple[float, float]]] = {ours: [], theirs: []}
     for r in range(rounds):
-        order = [("RotiferStore", _ours), ("AsyncSqliteStore", _sqlite)]
-        for name, run in order if r % 2 == 0 else order[::-1]:
+        for name in [ours, theirs] if r % 2 == 0 else [theirs, ours]:
             where = root / f"async-{name}-{r}"
             where.mkdir(parents=True)
-            times[name].append(asyncio.run(run(where, n, m)))
+            if server is None:
+                run = _ours(where, n, m) if name == ours else _sqlite(where, n, m)
+            else:
+                url = server.database(f"async_{name.lower()}_{r}")
+                run = _ours(where, n, m, url) if name == ours else _postgres(url, n, m)
+            times[name].append(asyncio.run(run))
     return {name: (statistics.median(w for w, _ in got), statistics.median(c for _, c in got))
             for name, got in times.items()}
 
 
 def table(root: Path, settings: Settings) -> str:
-    from . import adapter
+    from . import adapter, pgserver
 
     if not adapter.available():
         return "LangGraph is not installed (`pip install -e '.[langgraph,bench]'`): no figures.\n"
     n, m = (1000, 10) if max(settings.scales) >= 100_000 else (100, 10)
     if settings.rounds <= 3:
         n, m = 10, 2
-    got = measure(root, n, m, 3 if settings.rounds > 3 else 1)
-    ours, lite = got["RotiferStore"], got["AsyncSqliteStore"]
-    return "\n".join([
-        f"`test_large_batches_async` shape, {6 * n * m:,} coroutines gathered at once:", "",
-        "| store | wall | CPU |", "|---|---:|---:|",
-        f"| RotiferStore (SQLite memory) | {format_seconds(ours[0])} | {format_seconds(ours[1])} |",
-        f"| AsyncSqliteStore | {format_seconds(lite[0])} | {format_seconds(lite[1])} |",
-        f"| ÷ | {ours[0] / lite[0]:.2f}× | {ours[1] / lite[1]:.2f}× |", "",
-        "Medians of the runs, each store in turn (the order alternating), each run on "
-        "empty stores.", ""])
+    rounds = 3 if settings.rounds > 3 else 1
+    lines = [f"`test_large_batches_async` shape, {6 * n * m:,} coroutines gathered at once:",
+             "", "| memory | store | wall | CPU |", "|---|---|---:|---:|"]
+    results = [("SQLite", measure(root / "sqlite", n, m, rounds))]
+    bindir = pgserver.find_bindir()
+    if bindir is not None:
+        with pgserver.Server(bindir) as server:
+            results.append(("PostgreSQL", measure(root / "pg", n, m, rounds, server)))
+    for label, got in results:
+        (ours, a), (theirs, b) = got.items()
+        lines += [f"| {label} | {ours} | {format_seconds(a[0])} | {format_seconds(a[1])} |",
+                  f"| {label} | {theirs} | {format_seconds(b[0])} | {format_seconds(b[1])} |",
+                  f"| {label} | ÷ | {a[0] / b[0]:.2f}× | {a[1] / b[1]:.2f}× |"]
+    if bindir is None:
+        lines.append("")
+        lines.append(pgserver.MISSING)
+    lines += ["", "Medians of the runs, each store in turn (the order alternating), each run "
+              "on empty stores (a fresh PostgreSQL database each).", ""]
+    return "\n".join(lines)
