@@ -89,13 +89,19 @@ def list_namespaces(caller: Caller, op: ListNamespacesOp, root: str) -> list[tup
     """The namespaces holding at least one item the caller may read that meet
     every condition, cut to ``max_depth`` labels, sorted, then offset and limit.
     Sorted order needs every namespace, so every entry under the conditions'
-    fixed prefix is looked at (as SqliteStore's ``SELECT DISTINCT`` does); each
-    one's value is decoded only for the first entry seen of a namespace."""
+    fixed prefix is looked at (as SqliteStore's ``SELECT DISTINCT`` does); once a
+    namespace has an item, its other entries are only looked up by key prefix."""
     seen: set[tuple[str, ...]] = set()
+    listed: set[str] = set()  # the key prefixes (namespaces) already holding an item
 
     def pick(entry: MemoryEntry) -> None:
-        parsed = parse_key(entry.key, root)
-        if parsed is not None and parsed[0] not in seen and decode_value(entry.value) is not None:
+        key = entry.key
+        folder = key[:key.rfind("/") + 1]
+        if folder in listed:
+            return  # one item is enough: the rest of its namespace costs a lookup each
+        parsed = parse_key(key, root)
+        if parsed is not None and decode_value(entry.value) is not None:
+            listed.add(folder)
             seen.add(parsed[0])
 
     caller.pick(namespace_prefix(fixed_prefix(op.match_conditions), root), pick, None)
