@@ -18,6 +18,7 @@ from langgraph.store.memory import InMemoryStore
 
 from rotifer.langgraph import RotiferStore
 from rotifer.memory import AgentMemoryError, Category, ErrorCode, ManualClock, MemoryStore
+from rotifer.memory.audit_verify import verify_agent
 from tests.memory.conftest import StoreFactory
 from tests.memory.helpers import RETAIN_1_DAY, gene_id
 
@@ -185,3 +186,31 @@ def test_the_whole_value_by_default_as_in_memory_store(memory: MemoryStore) -> N
     assert [(i.key, i.score) for i in got] == [
         (i.key, pytest.approx(i.score, abs=1e-6)) for i in want]
     assert all(i.score is not None for i in got)
+
+
+def test_vectors_go_with_a_move_and_come_back_by_reindex(tmp_path: Path) -> None:
+    from rotifer.memory.transfer import move_agent
+
+    def search(memory: MemoryStore) -> list[tuple[str, bool]]:
+        found = gene(memory).search(("docs",), query="apple", limit=5)
+        return [(i.key, i.score is not None) for i in found]
+
+    here = MemoryStore.open(tmp_path / "here" / ".rotifer")
+    there = MemoryStore.open(tmp_path / "there" / ".rotifer")
+    back = MemoryStore.open(tmp_path / "back" / ".rotifer")
+    try:
+        here.create_agent("bot")
+        gene(here).batch([PutOp(("docs",), k, {"text": t}) for k, t in DOCS.items()])
+        ranked = search(here)
+        assert all(scored for _, scored in ranked)
+        move_agent(here, there, "bot", keep_cache=True)  # CACHE kept: the vectors go along
+        assert search(there) == ranked
+        move_agent(there, back, "bot")  # a plain move leaves CACHE, the vectors, behind
+        assert not any(scored for _, scored in search(back))
+        assert gene(back).reindex(("docs",)) == len(DOCS)
+        assert search(back) == ranked
+        assert gene(back).reindex() == 0  # nothing missing any more
+        assert verify_agent(back, "bot").ok
+    finally:
+        for memory in (here, there, back):
+            memory.close()

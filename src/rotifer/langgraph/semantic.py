@@ -122,3 +122,30 @@ def rank(caller: Caller, op: SearchOp, root: str, query: Unit) -> list[SearchIte
     start = max(op.offset, 0)
     return [SearchItem(**items[key][0], score=scores.get(key))
             for key in ranked[start:start + op.limit]]
+
+
+def unindexed(caller: Caller, root: str, prefix: str) -> list[MemoryEntry]:
+    """The entries of the items under ``prefix`` (a key prefix) the caller may
+    read that have no current vector the caller may read: after a move that
+    left CACHE behind, an eviction, or a write under the store."""
+    from .ops import item_fields
+
+    items: dict[str, MemoryEntry] = {}
+
+    def pick_item(entry: MemoryEntry) -> None:
+        if item_fields(entry, root) is not None:
+            items[entry.key] = entry
+
+    caller.pick(prefix, pick_item, None)
+    vroot = vector_root(root)
+
+    def pick_vectors(entry: MemoryEntry) -> None:
+        item_key = root + entry.key[len(vroot):]
+        found = items.get(item_key)
+        vectors = None if found is None else Vectors.decode(entry.value)
+        if found is not None and vectors is not None and vectors.digest == digest(found.value):
+            del items[item_key]
+
+    if items:
+        caller.pick(vector_key(prefix, root), pick_vectors, None)
+    return list(items.values())

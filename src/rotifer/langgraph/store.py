@@ -29,18 +29,19 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from rotifer.memory import MemoryStore
+from rotifer.memory import MemoryEntry, MemoryStore
 from rotifer.memory.context import audit_context, clean_context
 
 from . import ops
 from .callers import Caller, DeployerCaller, GeneCaller
 from .gather import Call, Gatherer
 from .keys import ROOT
+from .keys import namespace_prefix as namespace_prefix_key
 from .policy import NamespacePolicy, Policies
-from .semantic import Index, rank
+from .semantic import Index, rank, unindexed
 from .ttl import REFUSED as TTL_REFUSED
 from .ttl import check_config as check_ttl_config
-from .vectors import Unit, unit
+from .vectors import Unit, Vectors, digest, unit, vector_key
 
 
 def run_context() -> dict[str, str] | None:
@@ -285,6 +286,33 @@ class RotiferStore(BaseStore):
             return ops.search(self.caller, op, self.root)
         assert isinstance(op, ListNamespacesOp)
         return ops.list_namespaces(self.caller, op, self.root)
+
+    def reindex(self, namespace_prefix: tuple[str, ...] = ()) -> int:
+        """Write the vectors missing under ``namespace_prefix`` again: for every
+        item the caller may read that has no current vector (a move that left
+        CACHE behind, cleanup, a write under the store), embed its texts as its
+        last put would have (the index's fields) and write its vector entry
+        beside it -- the items themselves are not rewritten.  Answers how many
+        were written; 0 without an index."""
+        index = self.index
+        if index is None:
+            return 0
+        todo: list[tuple[MemoryEntry, list[tuple[str, str]]]] = []
+        for entry in unindexed(self.caller, self.root, namespace_prefix_key(
+                tuple(namespace_prefix), self.root)):
+            fields = ops.item_fields(entry, self.root)
+            assert fields is not None  # unindexed keeps items only
+            texts = index.texts(PutOp(fields["namespace"], fields["key"], fields["value"]))
+            if texts:
+                todo.append((entry, texts))
+        documents = index.embeddings.embed_documents(
+            [text for _, texts in todo for _, text in texts]) if todo else []
+        units = iter([unit(vector, index.dims) for vector in documents])
+        for entry, texts in todo:
+            vectors = [(path, next(units)) for path, _ in texts]
+            self.caller.write_beside(vector_key(entry.key, self.root),
+                                     Vectors.of(digest(entry.value), vectors).encode(), entry)
+        return len(todo)
 
     def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
             index: Literal[False] | list[str] | None = None, *,
