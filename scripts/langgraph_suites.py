@@ -11,9 +11,10 @@ which swaps the store's construction for a RotiferStore and leaves out the
 tests it lists, each with its reason -- on rotifer's SQLite memory, and on
 PostgreSQL (a throwaway server, as the test suite starts one; or
 ``ROTIFER_TEST_PG_URL``).  Needs pytest-asyncio and pytest-mock (the
-``upstream`` extra).  langgraph-checkpoint-postgres's suites are not run: their
-fixtures need LangGraph's own PostgreSQL at localhost:5441 (with pgvector),
-which they clear before every test.
+dev extra).  langgraph-checkpoint-postgres's suites are not run: their
+fixtures reach into PostgresStore itself (store.MIGRATIONS, store._cursor())
+and build every store with a TTL in minutes, so no test of theirs runs with
+only the construction changed (docs/langgraph.md).
 """
 
 from __future__ import annotations
