@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # Two workers: the CI machines have two cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: constraints install node-deps demo test test-slow lint typecheck pytest bench bench-quick reliability reliability-report clean
+.PHONY: constraints install node-deps demo test test-slow test-langgraph-suites lint typecheck pytest bench bench-quick reliability reliability-report clean
 
 # Every install takes the exact versions in constraints.txt (`make constraints`
 # refreshes it), so a new release of a dependency never changes what CI tests.
@@ -49,8 +49,15 @@ test: lint typecheck pytest
 
 # The long runs (@pytest.mark.slow; `make test` leaves them out), e.g. the
 # many-worker PostgreSQL load test for minutes, directly and through pgbouncer.
-test-slow: install node-deps
+test-slow: install node-deps test-langgraph-suites
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m slow
+
+# LangGraph's own store test suites (langgraph-checkpoint, langgraph-checkpoint-sqlite;
+# sync and async) against RotiferStore on rotifer's SQLite and PostgreSQL memory, the
+# store's construction the only change (scripts/langgraph_suites.py; fetches the pinned
+# source distributions with pip once, into .cache/).
+test-langgraph-suites: install
+	$(PY) scripts/langgraph_suites.py
 
 bench: install
 	$(PIP_INSTALL) -e '.[dev,console,langgraph,mcp,bench]'

@@ -28,12 +28,26 @@ def suites() -> dict[str, Suite]:
 
 
 def table_suites() -> dict[str, TableSuite]:
-    from . import adapter, audit, console, latency, lean, mcp, peer_pg, roundtrips, scaling, startup
+    from . import (
+        adapter,
+        audit,
+        console,
+        langgraph_async,
+        langgraph_pages,
+        latency,
+        lean,
+        mcp,
+        peer_pg,
+        roundtrips,
+        scaling,
+        startup,
+    )
 
     return {"lean": lean.table, "scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
             "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run,
-            "langgraph": adapter.run, "eviction": memory.eviction_table, "mcp": mcp.run,
-            "startup": startup.table}
+            "langgraph": adapter.run, "langgraph_pages": langgraph_pages.table,
+            "langgraph_async": langgraph_async.table,
+            "eviction": memory.eviction_table, "mcp": mcp.run, "startup": startup.table}
 
 
 def describe(settings: Settings) -> str:

@@ -154,8 +154,8 @@ def test_refusals_write_nothing(memory: MemoryStore, rot: Path) -> None:
         asyncio.run(store.aput(("a",), "k", {"v": 1}, ttl=5))
     with pytest.raises(NotImplementedError, match="retention policy"):
         store.batch([PutOp(("a",), "ok", {"v": 1}), PutOp(("a",), "k", {"v": 1}, ttl=1.0)])
-    with pytest.raises(NotImplementedError, match="no vector index"):
-        store.search(("a",), query="what does the user like?")
+    # Without an index a query is ignored, as SqliteStore and PostgresStore ignore it.
+    assert store.search(("a",), query="what does the user like?") == []
     with pytest.raises(AgentMemoryError) as long_key:
         store.put(("a",), "k" * 1100, {"v": 1})
     assert code(long_key) is ErrorCode.INVALID_INPUT
@@ -168,9 +168,11 @@ def test_refusals_write_nothing(memory: MemoryStore, rot: Path) -> None:
     with pytest.raises(AgentMemoryError) as too_big:
         store.put(("a",), "k", {"v": "x" * (1024 * 1024)})
     assert code(too_big) is ErrorCode.INVALID_INPUT
-    for namespace in (("langgraph", "x"), ("a.b",), ()):
+    for namespace in (("a.b",), ()):
         with pytest.raises(InvalidNamespaceError):
             store.batch([PutOp(namespace, "k", {"v": 1})])
+    with pytest.raises(InvalidNamespaceError):  # put refuses the root label, batch does not
+        store.put(("langgraph", "x"), "k", {"v": 1})
     with pytest.raises(ValueError, match="Unsupported operator"):
         store.search(("a",), filter={"v": {"$in": [1]}})
     assert actions(rot) == [] and store.search(()) == []
@@ -232,3 +234,15 @@ def test_concurrent_async_puts_all_land_and_verify(memory: MemoryStore) -> None:
     assert sorted(item.value["i"] for item in found) == list(range(24))
     assert asyncio.run(store.alist_namespaces()) == [("n", "0"), ("n", "1"), ("n", "2")]
     assert verify_agent(memory, "bot").ok
+
+
+def test_batch_takes_the_langgraph_root_label_as_langgraphs_stores_do(memory: MemoryStore
+                                                                      ) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    for store in (gene(memory), InMemoryStore()):
+        store.batch([PutOp(("langgraph", "x"), "k", {"v": 1})])
+        item = store.get(("langgraph", "x"), "k")
+        assert item is not None and item.value == {"v": 1}
+        assert store.list_namespaces() == [("langgraph", "x")]
+    assert memory.deployer("bot").read("langgraph/langgraph/x/k") is not None

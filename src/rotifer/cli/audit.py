@@ -231,7 +231,18 @@ def _row(line: dict[str, object], names: dict[str, str]) -> list[str]:
     return [str(line.get("ts", "")), "" if line.get("seq") is None else str(line["seq"]),
             str(line.get("action", "")), "" if line.get("key") is None else str(line["key"]),
             str(line.get("category") or ""), str(line.get("bytes", "")),
-            _actor(str(line.get("actor") or ""), names)]
+            _actor(str(line.get("actor") or ""), names) + _context(line.get("context"))]
+
+
+def _context(context: object) -> str:
+    """The run a change was made for (rotifer.memory.context), after the actor:
+    `` thread T run R`` -- or nothing."""
+    if not isinstance(context, dict):
+        return ""
+    parts = [f"{label} {context[name]}" for name, label in (("thread_id", "thread"),
+                                                            ("run_id", "run"))
+             if isinstance(context.get(name), str)]
+    return "".join(" " + part for part in parts)
 
 
 def _table(first: Sequence[list[str]], rest: Iterable[list[str]],

@@ -1,7 +1,7 @@
 """Who the store acts as: one gene (its v2 id and domain) or the deployer.
 
 Both answer the same four questions -- read a key, write a key, scan a key
-prefix newest first, delete a key -- through the memory's public calls only,
+prefix newest first until a page is full, delete a key -- through the memory's public calls only,
 so every rule (scopes, data policy, quota and cleanup, retention, the audit
 log) applies exactly as it does to a gene's ``ctx.memory`` or to ``rotifer
 agent memory``.
@@ -9,15 +9,16 @@ agent memory``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
-from rotifer.memory import AgentMemoryError, DeployerMemory, GeneMemory, MemoryEntry
+from rotifer.memory import AgentMemoryError, Category, DeployerMemory, GeneMemory, MemoryEntry
 from rotifer.memory.audit import DEPLOYER
 from rotifer.memory.errors import ErrorCode
-from rotifer.memory.paging import newest_pages
 
 from .policy import NamespacePolicy
+
+T = TypeVar("T")
 
 
 class Caller(Protocol):
@@ -25,14 +26,22 @@ class Caller(Protocol):
 
     def read(self, key: str) -> MemoryEntry | None: ...
 
-    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> None: ...
+    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> MemoryEntry: ...
+
+    def write_beside(self, key: str, value: bytes, item: MemoryEntry) -> None:
+        """Write a CACHE entry with ``item``'s access and retention policies."""
+        ...
 
     def delete(self, key: str) -> None:
         """Remove ``key``; a key that is not there is nothing to do."""
         ...
 
-    def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
-        """The entries under ``key_prefix`` the caller may read, newest first."""
+    def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
+             count: int | None) -> list[T]:
+        """Up to ``count`` (``None``: all) non-``None`` answers of ``pick`` over the
+        entries under ``key_prefix`` the caller may read, newest first, read from
+        one snapshot only until ``count`` are kept (no query limit, no 4 MiB
+        bound: the answer is the page)."""
         ...
 
 
@@ -55,16 +64,20 @@ class GeneCaller:
     def read(self, key: str) -> MemoryEntry | None:
         return self.memory.read_memory(key)
 
-    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> None:
-        self.memory.write_memory(key, value, policy.category, policy.access, policy.retention)
+    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> MemoryEntry:
+        return self.memory.write_memory(key, value, policy.category, policy.access,
+                                        policy.retention)
+
+    def write_beside(self, key: str, value: bytes, item: MemoryEntry) -> None:
+        self.memory.write_memory(key, value, Category.CACHE, item.access_policy,
+                                 item.retention_policy)
 
     def delete(self, key: str) -> None:
         delete_if_there(self.memory.delete_memory, key)
 
-    def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
-        """Every readable entry under ``key_prefix``, newest first, a page of
-        ``query_memory`` at a time (:func:`rotifer.memory.paging.newest_pages`)."""
-        return newest_pages(self.memory.query_memory, key_prefix)
+    def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
+             count: int | None) -> list[T]:
+        return self.memory.pick_memory(key_prefix, pick, count)
 
 
 class DeployerCaller:
@@ -79,7 +92,10 @@ class DeployerCaller:
     def read(self, key: str) -> MemoryEntry | None:
         return self.memory.read(key)
 
-    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> None:
+    def write_beside(self, key: str, value: bytes, item: MemoryEntry) -> None:
+        self.write(key, value, NamespacePolicy())
+
+    def write(self, key: str, value: bytes, policy: NamespacePolicy) -> MemoryEntry:
         raise self.memory.store.refuse_outside(
             self.memory.agent_id, "write",
             "the deployer writes no entries (an entry's createdBy is a gene's v2 id): "
@@ -88,5 +104,6 @@ class DeployerCaller:
     def delete(self, key: str) -> None:
         delete_if_there(self.memory.delete_key, key)
 
-    def scan(self, key_prefix: str) -> Iterator[MemoryEntry]:
-        yield from self.memory.list(key_prefix=key_prefix)
+    def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
+             count: int | None) -> list[T]:
+        return self.memory.pick(key_prefix, pick, count)

@@ -46,12 +46,19 @@ def namespace_prefix(namespace: tuple[str, ...], root: str = ROOT) -> str:
 def memory_key(namespace: tuple[str, ...], key: str, root: str = ROOT) -> str:
     """The memory key of LangGraph item ``key`` in ``namespace``; MEMORY_INVALID_INPUT
     when it is longer than rotifer's 1024 UTF-8 bytes."""
-    mapped = memory_key_unchecked(namespace, key, root)
+    return memory_key_checked(memory_key_unchecked(namespace, key, root), namespace, key)
+
+
+def memory_key_checked(mapped: str, namespace: tuple[str, ...] | None = None,
+                       key: str | None = None) -> str:
+    """``mapped`` if it is within rotifer's key limit, else MEMORY_INVALID_INPUT."""
     size = len(mapped.encode("utf-8", "surrogatepass"))
     if size > MAX_KEY_BYTES:
+        what = f"namespace {namespace!r} and key {key[:40]!r}..." if key is not None else \
+            f"the key {mapped[:60]!r}..."
         raise invalid(
-            f"namespace {namespace!r} and key {key[:40]!r}... make a memory key of {size} "
-            f"bytes; rotifer allows at most {MAX_KEY_BYTES} (shorten the namespace or key)")
+            f"{what} make a memory key of {size} bytes; rotifer allows at most "
+            f"{MAX_KEY_BYTES} (shorten the namespace or key)")
     return mapped
 
 

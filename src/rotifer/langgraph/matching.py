@@ -23,7 +23,21 @@ def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -
     """Does an item's ``value`` match every field of a ``search`` filter?"""
     if not filter:
         return True
-    return all(_compare(value.get(field), wanted) for field, wanted in filter.items())
+    return all(_compare(_field(value, field), wanted) for field, wanted in filter.items())
+
+
+def _field(value: Mapping[str, Any], field: str) -> Any:
+    """The value at a filter key: a dotted key is a path into nested objects
+    (``"user.level"`` is ``value["user"]["level"]``), as SqliteStore reads it
+    (``json_extract(value, '$.user.level')``); missing anywhere is ``None``."""
+    if "." not in field:
+        return value.get(field)
+    found: Any = value
+    for part in field.split("."):
+        if not isinstance(found, Mapping):
+            return None
+        found = found.get(part)
+    return found
 
 
 def check_filter(filter: Mapping[str, Any] | None) -> None:

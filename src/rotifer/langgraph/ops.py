@@ -7,8 +7,8 @@ order (:meth:`RotiferStore.batch <rotifer.langgraph.store.RotiferStore.batch>`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
-from itertools import islice
 from typing import Any
 
 from langgraph.store.base import (
@@ -23,10 +23,20 @@ from langgraph.store.base import (
 
 from rotifer.memory import MemoryEntry
 
+from . import ttl
 from .callers import Caller
-from .keys import decode_value, encode_value, memory_key, namespace_prefix, parse_key
+from .keys import (
+    decode_value,
+    encode_value,
+    memory_key,
+    memory_key_checked,
+    namespace_prefix,
+    parse_key,
+)
 from .matching import check_filter, fixed_prefix, matches_filter, namespace_matches
 from .policy import Policies
+from .semantic import PutVectors
+from .vectors import Vectors, digest, vector_key
 
 
 def _time(text: str) -> datetime:
@@ -57,30 +67,44 @@ def get(caller: Caller, op: GetOp, root: str) -> Item | None:
 def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
     """Items under the namespace prefix whose value matches the filter, most
     recently updated first (as SqliteStore and PostgresStore order them), from
-    ``offset``, at most ``limit``; items the caller may not read are left out."""
-    if op.query is not None:
-        raise NotImplementedError(
-            "rotifer's LangGraph store has no vector index: search(query=...) is not "
-            "supported; use filter= (equality and $eq $ne $gt $gte $lt $lte)")
+    ``offset``, at most ``limit``; items the caller may not read are left out.
+    Without an index a ``query`` is ignored, as SqliteStore and PostgresStore do."""
     check_filter(op.filter)
     if op.limit <= 0:
         return []
-    found = (SearchItem(**fields)
-             for entry in caller.scan(namespace_prefix(tuple(op.namespace_prefix), root))
-             if (fields := item_fields(entry, root)) is not None
-             and matches_filter(fields["value"], op.filter))
     start = max(op.offset, 0)
-    return list(islice(found, start, start + op.limit))
+
+    def pick(entry: MemoryEntry) -> SearchItem | None:
+        fields = item_fields(entry, root)
+        if fields is None or not matches_filter(fields["value"], op.filter):
+            return None
+        return SearchItem(**fields)
+
+    found = caller.pick(namespace_prefix(tuple(op.namespace_prefix), root), pick,
+                        start + op.limit)
+    return found[start:]
 
 
 def list_namespaces(caller: Caller, op: ListNamespacesOp, root: str) -> list[tuple[str, ...]]:
     """The namespaces holding at least one item the caller may read that meet
-    every condition, cut to ``max_depth`` labels, sorted, then offset and limit."""
+    every condition, cut to ``max_depth`` labels, sorted, then offset and limit.
+    Sorted order needs every namespace, so every entry under the conditions'
+    fixed prefix is looked at (as SqliteStore's ``SELECT DISTINCT`` does); once a
+    namespace has an item, its other entries are only looked up by key prefix."""
     seen: set[tuple[str, ...]] = set()
-    for entry in caller.scan(namespace_prefix(fixed_prefix(op.match_conditions), root)):
-        parsed = parse_key(entry.key, root)
-        if parsed is not None and parsed[0] not in seen and decode_value(entry.value) is not None:
+    listed: set[str] = set()  # the key prefixes (namespaces) already holding an item
+
+    def pick(entry: MemoryEntry) -> None:
+        key = entry.key
+        folder = key[:key.rfind("/") + 1]
+        if folder in listed:
+            return  # one item is enough: the rest of its namespace costs a lookup each
+        parsed = parse_key(key, root)
+        if parsed is not None and decode_value(entry.value) is not None:
+            listed.add(folder)
             seen.add(parsed[0])
+
+    caller.pick(namespace_prefix(fixed_prefix(op.match_conditions), root), pick, None)
     namespaces = [ns for ns in seen if namespace_matches(ns, op.match_conditions)]
     if op.max_depth is not None:
         namespaces = list({ns[:op.max_depth] for ns in namespaces})
@@ -89,29 +113,44 @@ def list_namespaces(caller: Caller, op: ListNamespacesOp, root: str) -> list[tup
     return namespaces[start:start + max(op.limit, 0)]
 
 
-def check_put(op: PutOp) -> None:
-    """What LangGraph's ``put`` checks, also for a ``PutOp`` given to ``batch``."""
+def check_put(op: PutOp, ttl_taken: bool) -> None:
+    """What LangGraph's stores check of a ``PutOp`` given to ``batch``: a
+    namespace; and ours: a ttl only as whole days on a store whose reads do not
+    refresh (:mod:`rotifer.langgraph.ttl`).  The root label ``langgraph`` is
+    refused by ``put`` (LangGraph's ``BaseStore.put``) and taken by ``batch``,
+    as all three LangGraph stores do: its items live at ``<root>langgraph/...``,
+    apart from every other namespace and from the vector root."""
     namespace = tuple(op.namespace)
     if op.value is not None:
         if not namespace:
             raise InvalidNamespaceError("Namespace cannot be empty.")
-        if namespace[0] == "langgraph":
-            raise InvalidNamespaceError(
-                f'Root label for namespace cannot be "langgraph". Got: {namespace}')
         if op.ttl is not None:
-            raise NotImplementedError(TTL_REFUSED)
+            if not ttl_taken:
+                raise NotImplementedError(ttl.REFUSED)
+            ttl.retention(op.ttl)
 
 
-TTL_REFUSED = (
-    "rotifer's LangGraph store does not take ttl= (minutes, refreshed on read): rotifer "
-    "keeps entries for whole days counted from the last write. Give the namespace a "
-    "retention policy instead (NamespacePolicy(retention=...)), or put with ttl=None")
-
-
-def put(caller: Caller, op: PutOp, policies: Policies, root: str) -> None:
+def put(caller: Caller, op: PutOp, policies: Policies, root: str,
+        vectors: PutVectors | None = None) -> None:
+    """Write or delete the item; with an index configured (``vectors`` not
+    ``None``) then write its vector entry beside it, or delete the old one
+    when the put has nothing to embed or deletes."""
     namespace = tuple(op.namespace)
     key = memory_key(namespace, str(op.key), root)
+    beside = None if vectors is None else memory_key_checked(vector_key(key, root))
     if op.value is None:
         caller.delete(key)
+        if beside is not None:
+            caller.delete(beside)
+        return
+    data = encode_value(op.value)
+    policy = policies.for_namespace(namespace)
+    if op.ttl is not None:  # whole days (check_put): the item's own retention
+        policy = replace(policy, retention=ttl.retention(op.ttl))
+    entry = caller.write(key, data, policy)
+    if beside is None:
+        return
+    if vectors:
+        caller.write_beside(beside, Vectors.of(digest(data), vectors).encode(), entry)
     else:
-        caller.write(key, encode_value(op.value), policies.for_namespace(namespace))
+        caller.delete(beside)

@@ -44,6 +44,7 @@ from .audit import AuditLog, encode_lines, rolled_back_line
 from .audit_text import HEAD, BriefTemplate, line_text
 from .backend import Backend, Brief, Row, Transaction
 from .clock import Clock, format_time
+from .context import AUDIT_CONTEXT
 from .errors import AgentMemoryError, ErrorCode
 from .model import Category, MemoryEntry, entry_id, entry_ids, stored_entry
 
@@ -106,6 +107,9 @@ class Change:
                  "category": cat, "actor": who, "bytes": nbytes, "entryId": eid}
         if extra and not HEAD_FIELDS.isdisjoint(extra):
             raise ValueError(f"an audit line's extra fields repeat {sorted(HEAD_FIELDS & set(extra))}")
+        context = AUDIT_CONTEXT.get()
+        if context is not None and "context" not in extra:
+            extra["context"] = context  # the run it was made for (memory/context.py)
         entry.update(extra)
         if self.epoch:
             entry["epoch"] = self.epoch

@@ -8,9 +8,9 @@ changes are audited with actor ``deployer``.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .audit import DEPLOYER, AuditLog
 from .backend import NEWEST_PAGE, AgentRecord, Row, Transaction
@@ -28,9 +28,17 @@ from .model import (
     check_key,
     parse_category,
 )
+from .scan import pick_newest
 
 if TYPE_CHECKING:
     from .store import MemoryStore
+
+
+T = TypeVar("T")
+
+
+def _any_row(row: Row) -> bool:
+    return True
 
 
 class DeployerMemory:
@@ -52,6 +60,13 @@ class DeployerMemory:
         with self.store.backend.read() as tx:
             return [to_entry(r) for r in tx.iter_newest(self.agent_id, category=wanted,
                                                          key_prefix=key_prefix)]
+
+    def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
+             count: int | None) -> builtins.list[T]:
+        """Up to ``count`` non-``None`` answers of ``pick`` over the live entries
+        under ``key_prefix``, newest first, read only until ``count`` are kept
+        (:mod:`rotifer.memory.scan`); ``pick`` sees values, so it must not print them."""
+        return pick_newest(self.store, self.agent_id, key_prefix, _any_row, pick, count)
 
     def read(self, key: str) -> MemoryEntry | None:
         """The live entry ``key`` whatever its policies (the owner may read

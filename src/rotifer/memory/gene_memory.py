@@ -9,8 +9,8 @@ times, numbers and audits them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
 from .changes import Change, to_entry
@@ -34,9 +34,12 @@ from .model import (
     parse_retention,
 )
 from .policy import Actor, check_fits_data_policy, expires_at, scope_allows
+from .scan import pick_newest
 
 if TYPE_CHECKING:
     from .store import MemoryStore
+
+T = TypeVar("T")
 
 
 class GeneMemoryAccess(Protocol):
@@ -285,6 +288,17 @@ class GeneMemory:
             if scanned == most:
                 return None  # the page is used up and more rows may follow
         return found
+
+    def pick_memory(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
+                    count: int | None) -> list[T]:
+        """Up to ``count`` non-``None`` answers of ``pick`` over the entries under
+        ``key_prefix`` this gene may read, newest first, from one snapshot: what
+        ``query_memory`` answers, read only until ``count`` are kept and without
+        its 1000-entry and 4 MiB bounds (:mod:`rotifer.memory.scan`; for
+        integrations such as the LangGraph store, not a gene's call)."""
+        actor = self._require_actor("query")
+        return pick_newest(self.store, self.agent_id, key_prefix, lambda row: scope_allows(
+            row.access.read_scope, actor, row.created_by, row.creator_domain), pick, count)
 
     # -- delete -----------------------------------------------------------------
 

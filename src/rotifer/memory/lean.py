@@ -30,6 +30,7 @@ from .audit_text import line_text
 from .backend import NEWEST_PAGE, new_row
 from .changes import Change, settle
 from .clock import format_time
+from .context import AUDIT_CONTEXT
 from .errors import invalid
 from .filters import MemoryFilter
 from .model import (
@@ -149,6 +150,9 @@ def write_lean(view: GeneMemory, key: object, value: object, category: object,
             extra: dict[str, Any] = {} if old is None else {"previousBytes": old_size}
             if view.via is not None:
                 extra["via"] = view.via
+            context = AUDIT_CONTEXT.get()
+            if context is not None:
+                extra["context"] = context  # as Change.line adds it
             line = {"ts": ts, "agent": agent, "action": action, "key": key,
                     "category": cat_text, "actor": gene, "bytes": size, "entryId": eid,
                     **extra}
