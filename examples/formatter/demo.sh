@@ -52,6 +52,8 @@ if [ -d "$demo/.rotifer" ]; then
     fi
 fi
 step rotifer init "$demo"
+# mktemp made it 0700; as root, contained genes run as nobody, who must pass through.
+[ -n "${DEMO_DIR:-}" ] || chmod 711 "$demo"
 : > "$demo/.rotifer/made-by-demo"
 cp -R "$here/genes/." "$demo/genes/"
 cd "$demo"

@@ -5,6 +5,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
+chmod 711 "$work"  # as root, contained genes run as nobody, who must pass through it
 trap 'rm -rf "$work"' EXIT
 # rotifer and python as found now, made absolute (PATH may hold a relative .venv/bin)
 bin="$(cd "$(dirname "$(command -v rotifer)")" && pwd)"

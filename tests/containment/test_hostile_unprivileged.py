@@ -80,6 +80,8 @@ def nobody_dir() -> Iterator[tuple[Path, pwd.struct_passwd]]:
                    ".ci/let-nobody-run-python lets it")
     user = pwd.getpwnam("nobody")
     base = Path(tempfile.mkdtemp(prefix="rotifer-nobody-"))
+    # Set up as root, whose contained genes run as nobody (agent create loads them).
+    base.chmod(0o711)
     try:
         yield base, user
     finally:

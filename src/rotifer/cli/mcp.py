@@ -41,9 +41,10 @@ def mcp_command(ctx: click.Context, agent: str, gene: str | None, deployer: bool
     Example:
 
     \b
-        rotifer mcp assistant --as notes
-        rotifer mcp assistant --as notes --http --port 0
-        rotifer mcp assistant --deployer
+        rotifer mcp fmt --as formatter
+        rotifer mcp fmt --deployer
+
+    (add --http --port 0 to serve Streamable HTTP on loopback instead of stdio)
     """
     if (gene is None) == (not deployer):
         raise click.UsageError("give exactly one of --as GENE and --deployer")
