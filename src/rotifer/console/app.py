@@ -30,8 +30,8 @@ from starlette.templating import Jinja2Templates
 
 from rotifer.agents.project import Project
 from rotifer.memory import Category, MemoryStore, format_time, parse_time
-from rotifer.memory.audit_history import audit_history
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.history import audit_history
+from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.browse import (
     SORTS,
     describe_keys,

@@ -48,10 +48,10 @@ class AgentRecord(NamedTuple):
     #: Which memory of the agent this is: a random id given when it was created
     #: here (``agent create``, ``import``, ``move``); its changes' audit lines
     #: carry it (``""``: made before issue 22, lines without it).  See
-    #: :mod:`rotifer.memory.audit_lineage`.
+    #: :mod:`rotifer.memory.audit.lineage`.
     epoch: str = ""
     #: The anchor: the hash of the last audit line of the agent's last committed
-    #: change, committed with it (``""``: none yet).  See :mod:`rotifer.memory.audit_verify`.
+    #: change, committed with it (``""``: none yet).  See :mod:`rotifer.memory.audit.verify`.
     head: str = ""
 
 

@@ -23,7 +23,7 @@ transaction:
   the log's hash chain, every line before it) is committed with the change as
   the agent's ``head``, by the same ``update_agent`` statement: it runs just
   after the append, still before the commit.  ``audit verify`` checks that the
-  log's chain ends where the store says (see :mod:`rotifer.memory.audit_verify`).
+  log's chain ends where the store says (see :mod:`rotifer.memory.audit.verify`).
 * Its audit lines, appended before the commit (write-ahead).  If the
   transaction then does not commit -- an exception, a deadline or Ctrl-C
   landing anywhere, a commit that fails, a lost connection -- the caller
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .audit import AuditLog, encode_lines, rolled_back_line
-from .audit_text import HEAD, BriefTemplate, line_text
+from .audit.text import HEAD, BriefTemplate, line_text
 from .backend import Backend, Brief, Row, Transaction
 from .clock import Clock, format_time
 from .errors import AgentMemoryError, ErrorCode
@@ -123,7 +123,7 @@ class Change:
 
         What it saves: the fields all of them share (time, agent, action,
         actor, ``shared``, epoch, seq) are formatted once instead of per line
-        (:class:`~rotifer.memory.audit_text.BriefTemplate`), and the rest is
+        (:class:`~rotifer.memory.audit.text.BriefTemplate`), and the rest is
         done a field at a time over all the entries (``zip(*briefs)``, the
         ids by :func:`~rotifer.memory.model.entry_ids`, each kind of part in
         one comprehension): a write that evicts 100 entries spends ~1.5-2 µs a

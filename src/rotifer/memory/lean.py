@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from .audit_text import line_text
+from .audit.text import line_text
 from .backend import NEWEST_PAGE, new_row
 from .changes import Change, settle
 from .clock import format_time

@@ -280,7 +280,7 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
                                        epoch=change.epoch)
             tx.update_agent(agent_id, record.used_bytes, record.next_seq, record.last_us, "")
             verify(tx, record, checker.entries)
-            # previousEpoch: the memory whose history this one continues (audit_lineage).
+            # previousEpoch: the memory whose history this one continues (audit.lineage).
             head = line(now, agent_id, "import_agent", nbytes=record.used_bytes,
                         entries=checker.entries.count, sha256=checker.checksum.hexdigest(),
                         quotaBytes=record.quota_bytes, dataPolicy=record.data_policy.to_json(),

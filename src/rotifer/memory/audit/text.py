@@ -1,7 +1,7 @@
 """An audit line as text: its JSON, and the hash chain that links the lines.
 
 :mod:`rotifer.memory.audit` says what the lines mean and
-:mod:`rotifer.memory.audit_file` puts them in the file; this module is the
+:mod:`rotifer.memory.audit.file` puts them in the file; this module is the
 bytes in between.  A line is compact JSON (``ensure_ascii=False``, no spaces)
 with ``"prev"`` spliced in as its last field: the hex SHA-256 of the line
 before it.

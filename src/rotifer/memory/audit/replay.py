@@ -2,7 +2,7 @@
 and the entries they leave.
 
 :class:`Replay` is fed the lines of one history in order (see
-:mod:`rotifer.memory.audit_lineage`) and holds only what it must: the
+:mod:`rotifer.memory.audit.lineage`) and holds only what it must: the
 replayed entries (key -> category, bytes, createdBy), the one change whose
 fate the next line decides, and the refusals logged behind it.  Each line it
 knows to be part of a committed change (or a refusal, which changes
@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .audit_read import Logged, LogProblem
-from .backend import Transaction
+from ..backend import Transaction
+from .read import Logged, LogProblem
 
 #: Actions that set an entry, and those that remove one.
 SETS = frozenset({"write", "update", "import"})

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .audit_read import Logged, Scan, scan
+from .read import Logged, Scan, scan
 
 #: (epoch of the new memory) -> (its import's seq, the epoch it continues)
 Imports = dict[str, tuple[int, str]]

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .audit_text import ENCODER, chain, line_hash, rolled_back_line
-from .signals import signals_deferred
+from ..signals import signals_deferred
+from .text import ENCODER, chain, line_hash, rolled_back_line
 
 try:
     import fcntl

@@ -26,7 +26,7 @@ from json.encoder import encode_basestring as quote  # the escaping audit lines 
 from pathlib import Path
 from typing import Any
 
-from .audit_file import archives
+from .file import archives
 
 _NULL_TAIL = b',"prev":null}'
 _HASH_HEAD = b',"prev":"'

@@ -7,10 +7,10 @@ holds one) -- newest first, filtered by key, actor and time, at most
 ``limit`` of them.
 
 It shows the agent's whole history across every store it has lived in (see
-:mod:`rotifer.memory.audit_lineage`), committed changes only (a change that
+:mod:`rotifer.memory.audit.lineage`), committed changes only (a change that
 never committed, and ``rolled_back`` lines, are left out), plus refusals
 made before any change.  The log is read in a stream, oldest first, through
-the same decisions ``audit verify`` makes (:class:`~.audit_replay.Replay`);
+the same decisions ``audit verify`` makes (:class:`~.replay.Replay`);
 memory stays bounded whatever the log's size: with ``limit`` only the newest
 ``limit`` matches are kept (a bounded deque); without one, matches are
 spooled to a temporary file (in memory up to 8 MiB) and read back from its
@@ -27,13 +27,13 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
-from .audit_lineage import find_imports, history_lines, lineage
-from .audit_read import Logged, LogProblem, Scan
-from .audit_replay import Replay
-from .clock import parse_time
+from ..clock import parse_time
+from .lineage import find_imports, history_lines, lineage
+from .read import Logged, LogProblem, Scan
+from .replay import Replay
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
 __all__ = ["AuditLine", "audit_history"]
 

@@ -2,7 +2,7 @@
 
 :func:`verify_agent` (``rotifer agent audit verify``) does four things, all of
 them in a stream (memory bounded by the agent's entries and its largest
-change, never by the log's size; see :mod:`rotifer.memory.audit_read`):
+change, never by the log's size; see :mod:`rotifer.memory.audit.read`):
 
 1. Checks the hash chain over every line of every file of the log (the
    rolled-over ``audit.jsonl.N`` oldest first, then ``audit.jsonl``): each
@@ -18,7 +18,7 @@ change, never by the log's size; see :mod:`rotifer.memory.audit_read`):
    longer ends where the store says, however consistent its own chain is.
 3. Decides which changes of the agent's history were committed, from the
    lines and the store alone.  The history is the agent's *lineage* across
-   the stores it has lived in (:mod:`rotifer.memory.audit_lineage`).
+   the stores it has lived in (:mod:`rotifer.memory.audit.lineage`).
    Committed changes are numbered 1, 2, 3, ... without gaps, so a change
    numbered N was *not* committed if a ``rolled_back`` line names N, or the
    next change is numbered N again, or it is the last change and the store's
@@ -48,15 +48,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .audit import rolled_back_line
-from .audit_lineage import history_lines, lineage, note_import
-from .audit_read import Logged, LogProblem, Scan, read_chained, scan
-from .audit_replay import Replay, compare, counted
-from .backend import AgentRecord, Transaction
-from .clock import format_time
+from ..backend import AgentRecord, Transaction
+from ..clock import format_time
+from .lineage import history_lines, lineage, note_import
+from .read import Logged, LogProblem, Scan, read_chained, scan
+from .replay import Replay, compare, counted
+from .text import rolled_back_line
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
 __all__ = ["LogProblem", "Logged", "Report", "read_chained", "verify_agent"]
 
