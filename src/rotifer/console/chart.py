@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rotifer.memory.audit.replay import ENDS, REMOVES, SETS
+from rotifer.memory.audit.actions import ENDS, REMOVES, SETS
 from rotifer.memory.clock import format_time, parse_time
 from rotifer.memory.model import Category
 from rotifer.text import human_size

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .audit import AuditLog, encode_lines, rolled_back_line
-from .audit.text import HEAD, BriefTemplate, line_text
+from .audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
+from .audit.text import HEAD, BriefTemplate, audit_line, line_text
 from .backend import Backend, Brief, Row, Transaction
 from .clock import Clock, format_time
 from .errors import AgentMemoryError, ErrorCode
@@ -102,15 +103,10 @@ class Change:
         who = actor if actor is not None else self.actor
         cat = None if category is None else category.value
         eid = None if key is None or self.agent_id is None else entry_id(self.agent_id, key)
-        entry = {"ts": ts, "agent": self.agent_id, "action": action, "key": key,
-                 "category": cat, "actor": who, "bytes": nbytes, "entryId": eid}
         if extra and not HEAD_FIELDS.isdisjoint(extra):
             raise ValueError(f"an audit line's extra fields repeat {sorted(HEAD_FIELDS & set(extra))}")
-        entry.update(extra)
-        if self.epoch:
-            entry["epoch"] = self.epoch
-        if self.seq is not None:
-            entry["seq"] = self.seq
+        entry = audit_line(ts, self.agent_id, action, key, cat, who, nbytes, eid, extra,
+                           self.seq, self.epoch)
         self.lines.append(entry)
         self.texts.append(line_text(ts, self.agent_id, action, key, cat, who, nbytes, eid, extra,
                                     self.seq, self.epoch))
@@ -145,12 +141,8 @@ class Change:
         seq, epoch = self.seq, self.epoch
         values = [_VALUES[c] for c in categories]
         ids = entry_ids(agent, keys)
-        sample = {"ts": ts, "agent": agent, "action": action, "key": "", "category": "",
-                  "actor": who, "bytes": 0, "entryId": "", "createdBy": "", **shared}
-        if epoch:
-            sample["epoch"] = epoch
-        if seq is not None:
-            sample["seq"] = seq
+        sample = audit_line(ts, agent, action, "", "", who, 0, "", {"createdBy": "", **shared},
+                            seq, epoch)
         self.lines += [_brief_line(sample, key, value, size, eid, creator)
                        for key, value, size, eid, creator
                        in zip(keys, values, sizes, ids, creators, strict=True)]
@@ -159,7 +151,7 @@ class Change:
 
     def refuse(self, error: AgentMemoryError, operation: str, key: str | None,
                category: Category | None, nbytes: int = 0) -> None:
-        action = "quota_exceeded" if error.code is ErrorCode.QUOTA_EXCEEDED else "access_denied"
+        action = QUOTA_EXCEEDED if error.code is ErrorCode.QUOTA_EXCEEDED else ACCESS_DENIED
         self.line(action, key, category, nbytes, operation=operation, code=error.code.value,
                   reason=error.message)
         self.error = error

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from .audit.text import line_text
+from .audit.actions import UPDATE, WRITE
+from .audit.text import audit_line, line_text
 from .backend import NEWEST_PAGE, new_row
 from .changes import Change, settle
 from .clock import format_time
@@ -144,15 +145,11 @@ def write_lean(view: GeneMemory, key: object, value: object, category: object,
                           access, retention, expires_at(now, retention, data_policy), seq)
             ts = format_time(now)
             eid = entry_id(agent, key)
-            action = "write" if old is None else "update"
+            action = WRITE if old is None else UPDATE
             cat_text: str = cat._value_
             extra: dict[str, Any] = {} if old is None else {"previousBytes": old_size}
-            line = {"ts": ts, "agent": agent, "action": action, "key": key,
-                    "category": cat_text, "actor": gene, "bytes": size, "entryId": eid,
-                    **extra}
-            if epoch:
-                line["epoch"] = epoch
-            line["seq"] = seq
+            line = audit_line(ts, agent, action, key, cat_text, gene, size, eid, extra, seq,
+                              epoch)
             text = line_text(ts, agent, action, key, cat_text, gene, size, eid, extra, seq,
                              epoch)
             tx.put(row)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .audit import DEPLOYER, AuditLog
+from .audit.actions import ACCESS_DENIED, DROP_AGENT, EXPIRE
 from .backend import AgentRecord, Backend, Transaction
 from .changes import Change, log_change, new_epoch, settle, to_entry
 from .clock import Clock, SystemClock
@@ -140,7 +141,7 @@ class MemoryStore:
                 if record is None:
                     return
                 self._begin(change, record)
-                change.line("drop_agent", None, None, record.used_bytes,
+                change.line(DROP_AGENT, None, None, record.used_bytes,
                             entries=tx.count(agent_id))
                 log_change(tx, self.audit, agent_id, record.next_seq,
                            change.lines, change)
@@ -223,7 +224,7 @@ class MemoryStore:
         expired = list(tx.iter_expired(record.agent_id, clock_now))
         if not expired:
             return record
-        change.brief_lines("expire", expired, actor="retention")
+        change.brief_lines(EXPIRE, expired, actor="retention")
         tx.delete(record.agent_id, [b.key for b in expired])
         change.used = record.used_bytes - sum(b.size for b in expired)
         return record._replace(used_bytes=change.used)
@@ -259,7 +260,7 @@ class MemoryStore:
 
     def _telemetry_denied(self, change: Change) -> None:
         for line in change.lines:
-            if line["action"] == "access_denied":
+            if line["action"] == ACCESS_DENIED:
                 self.audit.telemetry({
                     "ts": line["ts"], "event": "memory_access_denied", "agent": line["agent"],
                     "operation": line.get("operation"), "actor": line["actor"],

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..signals import signals_deferred
+from .actions import ROLLED_BACK
 from .text import ENCODER, chain, line_hash, rolled_back_line
 
 try:
@@ -149,9 +150,9 @@ def _phantom(last: Mark | None, first: Mapping[str, Any]) -> dict[str, Any] | No
     never committed (its writer died; the caller holds the agent, so nobody
     else is between appending and committing)."""
     seq, agent = first.get("seq"), first.get("agent")
-    if last is None or seq is None or agent is None or first.get("action") == "rolled_back":
+    if last is None or seq is None or agent is None or first.get("action") == ROLLED_BACK:
         return None  # a rolled_back line says so itself already
-    if last[0] != agent or last[1] != seq or last[2] == "rolled_back" \
+    if last[0] != agent or last[1] != seq or last[2] == ROLLED_BACK \
             or last[3] != first.get("epoch", ""):
         return None  # another change, or the same number in another memory of the agent
     return rolled_back_line(first["ts"], agent, seq,

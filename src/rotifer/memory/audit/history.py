@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 from ..clock import parse_time
+from .actions import ROLLED_BACK
 from .lineage import find_imports, history_lines, lineage
 from .read import Logged, LogProblem, Scan
 from .replay import Replay
@@ -76,7 +77,7 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
 
         try:
             for logged in history_lines(path, agent, segments, database, epochs, progress):
-                if rolled_back and logged.line.get("action") == "rolled_back":
+                if rolled_back and logged.line.get("action") == ROLLED_BACK:
                     keep([logged])
                 keep(replay.feed(logged))
             keep(replay.finish(None if record is None else record.next_seq,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import storage
+from .actions import ROLLED_BACK
 from .file import LogFile, append_plain, last_line
 from .text import ENCODER
 
@@ -99,7 +100,7 @@ class AuditLog:
         except ValueError:
             return False
         return isinstance(line, dict) and (line.get("agent"), line.get("seq"), line.get("ts")) \
-            == (agent, seq, ts) and line.get("action") != "rolled_back"
+            == (agent, seq, ts) and line.get("action") != ROLLED_BACK
 
     def telemetry(self, event: dict[str, Any]) -> None:
         """Record a local telemetry event; never fails the caller."""

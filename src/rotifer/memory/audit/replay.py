@@ -23,14 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import Transaction
+from .actions import ENDS, IMPORT, REMOVES, ROLLED_BACK, SETS, STARTS, UPDATE
 from .read import Logged, LogProblem
-
-#: Actions that set an entry, and those that remove one.
-SETS = frozenset({"write", "update", "import"})
-REMOVES = frozenset({"delete", "evict", "expire", "deployer_delete", "move_out", "move_drop"})
-#: Actions after which the agent has no memory, and the one that creates it anew.
-ENDS = frozenset({"drop_agent", "move"})
-STARTS = "import_agent"
 
 State = dict[str, tuple[str, int, str | None]]
 
@@ -58,12 +52,12 @@ def _apply(state: State, logged: Logged) -> None:
     line = logged.line
     action, key = line.get("action"), str(line.get("key"))
     if action in SETS:
-        if action == "update":
+        if action == UPDATE:
             if key not in state:
                 raise LogProblem(f"{logged.where}: updates {key!r}, which the log never wrote")
             creator = state[key][2]
         else:
-            creator = line.get("createdBy") if action == "import" else line.get("actor")
+            creator = line.get("createdBy") if action == IMPORT else line.get("actor")
         state[key] = (str(line.get("category")), int(line.get("bytes") or 0), creator)
     elif action in REMOVES:
         if state.pop(key, None) is None:
@@ -120,8 +114,8 @@ class Replay:
         line = logged.line
         seq, epoch = line.get("seq"), line.get("epoch", "")
         pending = self._pending
-        if line.get("action") == "rolled_back" or not isinstance(seq, int):
-            if line.get("action") == "rolled_back":
+        if line.get("action") == ROLLED_BACK or not isinstance(seq, int):
+            if line.get("action") == ROLLED_BACK:
                 if isinstance(seq, int):
                     self._unexplained.pop((epoch, seq), None)
                 if pending is not None and (pending.epoch, pending.seq) == (epoch, seq):

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backend import AgentRecord, Transaction
 from ..clock import format_time
+from .actions import ROLLED_BACK
 from .lineage import history_lines, lineage, note_import
 from .read import Logged, LogProblem, Scan, read_chained, scan
 from .replay import Replay, compare, counted
@@ -96,7 +97,7 @@ def _first_pass(path: Path, agent: str, record: AgentRecord | None, stats: Scan,
             found.legacy += 1
         note_import(imports, line)
         if last is not None and line.get("seq") == last[1] and \
-                line.get("epoch", "") == last[0] and line.get("action") != "rolled_back":
+                line.get("epoch", "") == last[0] and line.get("action") != ROLLED_BACK:
             found.digest, found.ts, found.where = logged.digest, line.get("ts"), logged.where
     return found
 
@@ -188,7 +189,7 @@ def _local_phantoms(path: Path, agent: str, epoch: str,
         seq = line.get("seq")
         if line.get("epoch", "") != epoch or not isinstance(seq, int):
             continue
-        if line.get("action") == "rolled_back":
+        if line.get("action") == ROLLED_BACK:
             if seq in found:
                 found[seq] = False
             continue
