@@ -28,10 +28,11 @@ def suites() -> dict[str, Suite]:
 
 
 def table_suites() -> dict[str, TableSuite]:
-    from . import adapter, audit, console, latency, lean, peer_pg, roundtrips, scaling
+    from . import adapter, audit, console, history, latency, lean, peer_pg, roundtrips, scaling
 
     return {"lean": lean.table, "scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
             "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run,
+            "history": history.run,
             "langgraph": adapter.run, "eviction": memory.eviction_table}
 
 

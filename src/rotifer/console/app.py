@@ -30,8 +30,6 @@ from starlette.templating import Jinja2Templates
 
 from rotifer.agents.project import Project
 from rotifer.memory import Category, MemoryStore, format_time, parse_time
-from rotifer.memory.audit.history import audit_history
-from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.browse import (
     SORTS,
     describe_keys,
@@ -187,8 +185,8 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
         skip = int(q["skip"]) if q.get("skip", "").isdigit() else 0
         # Without an until bound only the lines shown (and one more) are asked for.
         most = None if until is not None else skip + HISTORY_ROWS + 1
-        lines = data.run(name, lambda store: list(audit_history(
-            store, name, key=key, actor=actor, since_us=since, limit=most, rolled_back=True)))
+        lines = data.history(name, key=key, actor=actor, since_us=since, limit=most,
+                             rolled_back=True)
         if until is not None:
             lines = [ln for ln in lines if _ts(ln) < until]
         fragment = "timeline.html" if _swaps(request, "timeline") else "history.html"
@@ -205,22 +203,17 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
     @guarded
     def history_chart(request: Request) -> Response:
         name = request.path_params["name"]
-        lines = data.run(name, lambda store: list(audit_history(store, name)))
-        lines.reverse()
+        steps = data.chart_steps(name)
         _, quota, _ = data.usage(name)
-        return page(request, "chart.html", picture=chart.svg(chart.series(lines), quota))
+        return page(request, "chart.html", picture=chart.svg(chart.series_of(steps), quota))
 
     # -- actions -----------------------------------------------------------------
 
     def verify(request: Request, form: FormData) -> Response:
         name = request.path_params["name"]
 
-        def check(store: MemoryStore) -> Verified:
-            report = verify_agent(store, name)
-            return Verified(report.ok, report.message, store.clock.now_us())
-
         try:
-            data.verified[name] = data.run(name, check)
+            data.verified[name] = data.verify(name)
         except Exception as exc:
             data.verified[name] = Verified(False, error_text(exc), 0)
         return page(request, "verified.html", name=name, result=data.verified[name])

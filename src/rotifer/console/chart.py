@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rotifer.memory.audit.actions import ENDS, REMOVES, SETS
+from rotifer.memory.audit.history import Step
 from rotifer.memory.clock import format_time, parse_time
 from rotifer.memory.model import Category
 from rotifer.text import human_size
@@ -37,31 +38,40 @@ class Point:
 
 def series(lines: Iterable[Mapping[str, Any]]) -> list[Point]:
     """Bytes per category after each line that changes them, oldest first."""
-    sizes: dict[str, tuple[Category, int]] = {}
-    now: dict[Category, int] = dict.fromkeys(Category, 0)
-    out: list[Point] = []
+    steps: list[Step] = []
     for line in lines:
-        action = line.get("action")
-        key = line.get("key")
         try:
             at = parse_time(str(line.get("ts")))
         except ValueError:
             continue
+        category = line.get("category")
+        steps.append((at, str(line.get("action")), line.get("key"),
+                      category if isinstance(category, str) else None,
+                      int(line.get("bytes") or 0)))
+    return series_of(steps)
+
+
+def series_of(steps: Iterable[Step]) -> list[Point]:
+    """:func:`series` of the steps :func:`~rotifer.memory.audit.history.usage_steps`
+    gives (a key may be its hash there: only its identity counts)."""
+    sizes: dict[object, tuple[Category, int]] = {}
+    now: dict[Category, int] = dict.fromkeys(Category, 0)
+    out: list[Point] = []
+    for at, action, key, text, size in steps:
         if action in ENDS:
             sizes.clear()
             now = dict.fromkeys(Category, 0)
-        elif action in SETS and isinstance(key, str):
+        elif action in SETS and key is not None:
             try:
-                category = Category(str(line.get("category")))
+                category = Category(str(text))
             except ValueError:
                 continue
             old = sizes.get(key)
             if old is not None:
                 now[old[0]] -= old[1]
-            size = int(line.get("bytes") or 0)
             sizes[key] = (category, size)
             now[category] += size
-        elif action in REMOVES and isinstance(key, str):
+        elif action in REMOVES and key is not None:
             old = sizes.pop(key, None)
             if old is not None:
                 now[old[0]] -= old[1]

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .clock import Clock
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
+
+if TYPE_CHECKING:
+    from .audit.index import IndexRow
 
 #: The largest page ``iter_newest`` fetches (its pages start at ``first`` rows,
 #: a query's limit, and double up to this).  A query whose answer lies within
@@ -263,6 +266,25 @@ class Transaction(Protocol):
         """The agent's kept audit lines in commit order, streamed (a page at a
         time); ``None`` if this backend keeps none (the log files are then the
         only record)."""
+        ...
+
+    def index_lines(self, rows: list[tuple[Any, ...]]) -> None:
+        """Add rows to the history index (:mod:`rotifer.memory.audit.index`) in
+        this transaction; a row already there is kept."""
+        ...
+
+    def index_entries(self, agent_id: str) -> list[IndexRow]:
+        """The agent's index rows, in log order (:data:`~.audit.index.ENTRY_COLUMNS`)."""
+        ...
+
+    def indexed_epoch(self, agent_id: str) -> str | None:
+        """The epoch whose whole history the index holds for the agent, if any."""
+        ...
+
+    def set_indexed(self, agent_id: str, epoch: str,
+                    rows: list[tuple[Any, ...]] | None = None) -> None:
+        """Mark the index whole for the agent's memory ``epoch``; with ``rows``,
+        first replace every row of the agent by them (a rebuild)."""
         ...
 
     def sum_sizes(self, agent_id: str) -> int:

@@ -35,6 +35,7 @@ transaction:
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from typing import Any
 
 from .audit import AuditLog, encode_lines, rolled_back_line
 from .audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
+from .audit.file import Placed
+from .audit.index import rows_for
 from .audit.text import HEAD, BriefTemplate, audit_line, line_text
 from .backend import Backend, Brief, Row, Transaction
 from .clock import Clock, format_time
@@ -183,10 +186,22 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
     encoded = change.texts if change is not None and change.lines is lines \
         else encode_lines(lines)
     tx.log_lines(agent_id, seq, encoded)
-    head = audit.write(lines, encoded)
+    placed: Placed = []
+    head = audit.write(lines, encoded, placed)
+    tx.index_lines(rows_for(agent_id, placed))  # committed with the anchor, or not at all
     if change is not None:
         change.appended = True
     return head
+
+
+def index_outside(backend: Backend, agent_id: str | None, placed: Placed) -> None:
+    """Index lines appended outside any change (a refusal, an export, a
+    ``rolled_back`` line) in a transaction of their own; best effort: a line
+    missed here is put back by ``audit verify`` (see :mod:`.audit.index`)."""
+    if agent_id is None or not placed:
+        return
+    with contextlib.suppress(Exception), backend.write(agent_id) as tx:
+        tx.index_lines(rows_for(agent_id, placed))
 
 
 def committed(backend: Backend, agent_id: str, seq: int, removes_agent: bool = False) -> bool:
@@ -217,7 +232,10 @@ def settle(backend: Backend, audit: AuditLog, clock: Clock, change: Change,
             reason = f"not committed: MemoryError {exc.code.value}"
         else:
             reason = f"not committed: {type(exc).__name__}"
+        placed: Placed = []
         audit.write([rolled_back_line(format_time(clock.now_us()), change.agent_id,
-                                      change.seq, reason, change.actor, change.epoch)])
+                                      change.seq, reason, change.actor, change.epoch)],
+                    placed=placed)
+        index_outside(backend, change.agent_id, placed)
     except Exception:
         pass

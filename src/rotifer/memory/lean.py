@@ -27,6 +27,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from .audit.actions import UPDATE, WRITE
+from .audit.file import Placed
+from .audit.index import rows_for
 from .audit.text import audit_line, line_text
 from .backend import NEWEST_PAGE, new_row
 from .changes import Change, settle
@@ -156,7 +158,9 @@ def write_lean(view: GeneMemory, key: object, value: object, category: object,
             logged = True
             texts = [text]
             tx.log_lines(agent, seq, texts)
-            head = store.audit.write([line], texts)
+            placed: Placed = []
+            head = store.audit.write([line], texts, placed)
+            tx.index_lines(rows_for(agent, placed))
             appended = True
             tx.update_agent(agent, used, seq + 1, now, head)
     except _GoFull:

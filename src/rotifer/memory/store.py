@@ -24,8 +24,9 @@ from typing import TypeVar
 
 from .audit import DEPLOYER, AuditLog
 from .audit.actions import ACCESS_DENIED, DROP_AGENT, EXPIRE
+from .audit.file import Placed
 from .backend import AgentRecord, Backend, Transaction
-from .changes import Change, log_change, new_epoch, settle, to_entry
+from .changes import Change, index_outside, log_change, new_epoch, settle, to_entry
 from .clock import Clock, SystemClock
 from .deployer_memory import DeniedMemory, DeployerMemory
 from .errors import AgentMemoryError, ErrorCode, denied, invalid, storage
@@ -109,7 +110,9 @@ class MemoryStore:
         with self.backend.write(agent_id) as tx:
             if tx.get_agent(agent_id) is not None:
                 raise invalid(f"agent {agent_id!r} already has a memory")
-            tx.insert_agent(AgentRecord(agent_id, quota_bytes, policy, 0, 1, 0, new_epoch()))
+            epoch = new_epoch()
+            tx.insert_agent(AgentRecord(agent_id, quota_bytes, policy, 0, 1, 0, epoch))
+            tx.set_indexed(agent_id, epoch)  # a new memory: its history starts in the index
 
     def has_agent(self, agent_id: str) -> bool:
         with self.backend.peek() as tx:
@@ -254,7 +257,9 @@ class MemoryStore:
         error = denied(reason)
         change = Change(agent_id, self.clock.now_us(), actor)
         change.refuse(error, operation, key if isinstance(key, str) else None, None)
-        self.audit.write(change.lines)
+        placed: Placed = []
+        self.audit.write(change.lines, placed=placed)
+        index_outside(self.backend, agent_id, placed)
         self._telemetry_denied(change)
         return error
 

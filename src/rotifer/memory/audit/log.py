@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import storage
 from .actions import ROLLED_BACK
-from .file import LogFile, append_plain, last_line
+from .file import LogFile, Placed, append_plain, last_line
 from .text import ENCODER
 
 DEPLOYER = "deployer"
@@ -67,15 +67,17 @@ class AuditLog:
         if self._file is not None:
             self._file.close()
 
-    def write(self, lines: list[dict[str, Any]], encoded: list[str] | None = None) -> str:
+    def write(self, lines: list[dict[str, Any]], encoded: list[str] | None = None,
+              placed: Placed | None = None) -> str:
         """Append ``lines`` (``encoded``: the same, already JSON), chained; raise
         MEMORY_STORAGE_ERROR if they cannot be written.  Returns the hash of the
-        last line written (``""`` when nothing is kept): the change's anchor."""
+        last line written (``""`` when nothing is kept): the change's anchor.
+        ``placed`` gets where each line went (see :func:`.file.current_number`)."""
         if not lines or self._file is None:
             return ""
         bodies = [text.encode() for text in (encoded or encode_lines(lines))]
         try:
-            return self._file.append(bodies, lines)
+            return self._file.append(bodies, lines, placed)
         except OSError as exc:
             raise storage(f"cannot write the audit log {self.path}: {exc.strerror or exc}") from exc
 

@@ -78,6 +78,9 @@ class Replay:
         self.lines = 0
         #: (epoch, seq) of every change found not committed, in order.
         self.phantoms: list[tuple[str, int]] = []
+        #: The same with each change's time: what tells a phantom from a later
+        #: committed change numbered like it (for the index's rebuild).
+        self.phantom_changes: set[tuple[str, int, Any]] = set()
         self._unexplained: dict[tuple[str, int], None] = {}
         self._pending: Group | None = None
         self._held: list[Logged] = []  # refusals logged behind the pending change
@@ -88,6 +91,7 @@ class Replay:
 
     def _phantom(self, group: Group, explained: bool) -> None:
         self.phantoms.append((group.epoch, group.seq))
+        self.phantom_changes.add((group.epoch, group.seq, group.ts))
         if not explained:
             self._unexplained[(group.epoch, group.seq)] = None
 

@@ -51,6 +51,8 @@ from typing import TYPE_CHECKING, Any
 from ..backend import AgentRecord, Transaction
 from ..clock import format_time
 from .actions import ROLLED_BACK
+from .file import Placed
+from .index import Entry, entry_of, rows_for
 from .lineage import history_lines, lineage, note_import
 from .read import Logged, LogProblem, Scan, read_chained, scan
 from .replay import Replay, compare, counted
@@ -71,6 +73,8 @@ class Report:
     legacy: int = 0
     repaired: int = 0
     phantoms: list[int] = field(default_factory=list)
+    #: The agent's rows for the history index, as the log holds them (phantoms left out).
+    index_rows: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -82,6 +86,8 @@ class _Anchor:
     where: str = ""
     own_lines: int = 0
     legacy: int = 0
+    #: Each of the agent's lines as an index row, with its time (see :func:`_index_rows`).
+    places: list[tuple[Entry, Any]] = field(default_factory=list)
 
 
 def _first_pass(path: Path, agent: str, record: AgentRecord | None, stats: Scan,
@@ -90,12 +96,17 @@ def _first_pass(path: Path, agent: str, record: AgentRecord | None, stats: Scan,
     """The chain over the whole log; the agent's imports; its last change's last line."""
     found = _Anchor()
     last = None if record is None else (record.epoch, record.next_seq - 1)
+    times: dict[str, int] = {}
     for logged in scan(path, agent, stats, progress=progress):
         line = logged.line
         found.own_lines += 1
         if "prev" not in line:
             found.legacy += 1
         note_import(imports, line)
+        if logged.place is not None:
+            entry = entry_of(line, *logged.place, times)
+            if entry is not None:
+                found.places.append((entry, line.get("ts")))
         if last is not None and line.get("seq") == last[1] and \
                 line.get("epoch", "") == last[0] and line.get("action") != ROLLED_BACK:
             found.digest, found.ts, found.where = logged.digest, line.get("ts"), logged.where
@@ -171,7 +182,18 @@ def verify(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
         summary += (f" ({stats.legacy} older lines without seq or chain, from a rotifer before "
                     "0.x, taken as written)")
     return Report(True, summary, result.changes, result.lines, stats.legacy,
-                  phantoms=[seq for _, seq in result.phantoms]), result
+                  phantoms=[seq for _, seq in result.phantoms],
+                  index_rows=_index_rows(agent, found.places, result)), result
+
+
+def _index_rows(agent: str, places: list[tuple[Entry, Any]], result: Replay
+                ) -> list[tuple[Any, ...]]:
+    """The rows the index holds for ``agent``: every line of it in the log but
+    those of changes found never committed (as appending would have left them)."""
+    phantoms = result.phantom_changes
+    return [(agent, *entry) for entry, ts in places
+            if not (phantoms and entry.seq is not None and entry.action != ROLLED_BACK
+                    and (entry.epoch, entry.seq, ts) in phantoms)]
 
 
 def _local_phantoms(path: Path, agent: str, epoch: str,
@@ -228,7 +250,13 @@ def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True, anchor:
             extra = [rolled_back_line(now, agent, seq, "found by audit verify: its process "
                                       "ended before the commit", epoch=epoch)
                      for epoch, seq in missing]
+            if record is not None and kept is None:
+                # The history index, rebuilt from what was just read: whole again
+                # after an import, a move, an upgrade or anything that left it stale.
+                tx.set_indexed(agent, record.epoch, report.index_rows)
             if extra:
-                store.audit.write(extra)
+                placed: Placed = []
+                store.audit.write(extra, placed=placed)
+                tx.index_lines(rows_for(agent, placed))
                 report.repaired = len(extra)
     return report

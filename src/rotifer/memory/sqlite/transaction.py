@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from ..audit.index import ENTRY_COLUMNS, IndexRow
 from ..backend import NEWEST_PAGE, AgentRecord, Brief, Row
 from ..errors import storage
 from ..model import Category
@@ -37,6 +38,12 @@ JOINED_COLUMNS = ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
 #: Counting keys on the key index costs a fraction of probing a row: the key
 #: range is chosen once it holds fewer than this many keys per probed row.
 COUNT_FACTOR = 8
+
+
+INDEX_INSERT = ("INSERT OR IGNORE INTO memory_audit_index (agent_id, " + ENTRY_COLUMNS
+                + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+INDEX_SELECT = (f"SELECT {ENTRY_COLUMNS} FROM memory_audit_index WHERE agent_id = ? "
+                "ORDER BY file_no, off")
 
 
 class SqliteTransaction(SqlTransaction):
@@ -238,3 +245,23 @@ class SqliteTransaction(SqlTransaction):
 
     def audit_lines(self, agent_id: str) -> Iterator[dict[str, Any]] | None:
         return None
+
+    def index_lines(self, rows: list[tuple[Any, ...]]) -> None:
+        if rows:
+            self.conn.executemany(INDEX_INSERT, rows)
+
+    def index_entries(self, agent_id: str) -> list[IndexRow]:
+        return self.conn.execute(INDEX_SELECT, (agent_id,)).fetchall()
+
+    def indexed_epoch(self, agent_id: str) -> str | None:
+        row = self.conn.execute("SELECT epoch FROM memory_audit_indexed WHERE agent_id = ?",
+                                (agent_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_indexed(self, agent_id: str, epoch: str,
+                    rows: list[tuple[Any, ...]] | None = None) -> None:
+        if rows is not None:
+            self.conn.execute("DELETE FROM memory_audit_index WHERE agent_id = ?", (agent_id,))
+            self.index_lines(rows)
+        self.conn.execute("INSERT INTO memory_audit_indexed VALUES (?, ?) ON CONFLICT "
+                          "(agent_id) DO UPDATE SET epoch = excluded.epoch", (agent_id, epoch))

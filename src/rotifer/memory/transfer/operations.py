@@ -17,9 +17,10 @@ from typing import Any, Final
 
 from ..audit import DEPLOYER
 from ..audit.actions import EXPORT, IMPORT, IMPORT_AGENT
+from ..audit.file import Placed
 from ..audit.text import audit_line
 from ..backend import AgentRecord, Row, Transaction
-from ..changes import Change, log_change, new_epoch, settle
+from ..changes import Change, index_outside, log_change, new_epoch, settle
 from ..clock import format_time
 from ..errors import AgentMemoryError, ErrorCode, invalid, storage
 from ..model import Category, entry_id
@@ -198,9 +199,12 @@ def export_agent(store: MemoryStore, agent_id: str, path: Path, *, keep_cache: b
             writer.abort()
             raise
     try:
+        placed: Placed = []
         store.audit.write([line(
             store.clock.now_us(), agent_id, EXPORT, nbytes=tally.total, entries=tally.carried,
-            sha256=sha256, keepCache=keep_cache, leftBehind=tally.left, to=str(path))])
+            sha256=sha256, keepCache=keep_cache, leftBehind=tally.left, to=str(path))],
+            placed=placed)
+        index_outside(store.backend, agent_id, placed)
         if replace:
             os.replace(tmp, path)
         else:

@@ -1,0 +1,56 @@
+"""The console serves pages concurrently: a verify that waits holds no other page
+(issue 31, item 7), and the history and chart come from the history index.
+
+The verify is made to wait for real: another connection holds the SQLite
+file's write lock, so the verify's write transaction (it holds the agent
+while it reads) queues behind it.  Meanwhile the agent's history page must be
+served.  With one lock around every use of the stores (the console before
+this issue), the page waited behind the verify until the verify gave up.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+from rotifer.agents.project import Project
+from rotifer.memory.audit.history import usable_entries
+from tests.console.helpers import Response, Served, make_project
+
+
+def test_a_verify_waiting_for_the_store_holds_no_other_page(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", history=True)
+    served = Served(project)
+    blocker = sqlite3.connect(project.dot / "playground.db", isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")  # the file's write lock, held
+        answer: list[Response] = []
+        verify = threading.Thread(target=lambda: answer.append(served.post(
+            "/agents/busy/verify", urllib.parse.urlencode({"csrf": served.secrets.csrf}))))
+        verify.start()
+        time.sleep(1.0)  # let the verify reach the server and queue for the lock
+        assert verify.is_alive() and not answer
+        page = served.get("/agents/busy/history")
+        chart = served.get("/agents/busy/history/chart")
+        assert page.status == 200 and "cache/58" in page.text
+        assert chart.status == 200 and "<svg" in chart.text
+        assert verify.is_alive(), "the pages were served only after the verify ended"
+        blocker.execute("ROLLBACK")
+        verify.join(120)
+        assert answer and answer[0].status == 200 and "OK" in answer[0].text
+    finally:
+        blocker.close()
+        served.stop()
+
+
+def test_the_history_pages_read_the_index(tmp_path: Path) -> None:
+    """The agents the console shows were made by ``agent create``: their index is
+    whole, so the pages read their own lines (and say the same as without it:
+    tests/memory/test_audit_index.py)."""
+    project = make_project(tmp_path / "proj", history=True)
+    with Project(project.root).open_store("busy", create=False) as store, \
+            store.backend.read() as tx:
+        assert usable_entries(tx, "busy", tx.get_agent("busy")) is not None
