@@ -282,3 +282,28 @@ def test_a_writer_killed_between_its_append_and_its_commit(tmp_path: Path) -> No
         store.for_gene("m", G1, "d").write_memory("d/later", b"y", "CONTEXT")
         assert same_with_and_without(store, "m")["all"][0]["key"] == "d/later"
     assert os.path.exists(tmp_path / "m.db")
+
+
+def test_a_store_upgraded_from_version_3_is_read_whole_until_verify(tmp_path: Path) -> None:
+    """A file of schema version 3 (no index tables): commands that only use
+    memory refuse it as for every earlier step; opening it as ``rotifer init``
+    does adds the tables; its agents have no marker, so the readers read the
+    whole log, until ``audit verify`` builds their rows."""
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    db, rot = tmp_path / "m.db", tmp_path / ".rotifer"
+    with MemoryStore.open(rot, url=f"sqlite:{db}", clock=clock) as store:
+        store.create_agent("m", quota_bytes=500)
+        churn(store, "m", clock, [(k % 8, k % 6, 30 + k) for k in range(30)])
+        truth = readings(store, "m")
+    with sqlite3.connect(db) as conn:  # back to version 3, as an older rotifer left it
+        conn.execute("DROP TABLE memory_audit_index")
+        conn.execute("DROP TABLE memory_audit_indexed")
+        conn.execute("PRAGMA user_version = 3")
+    with pytest.raises(AgentMemoryError, match="run `rotifer init`"):
+        MemoryStore.open(rot, url=f"sqlite:{db}", clock=clock, create=False)
+    with MemoryStore.open(rot, url=f"sqlite:{db}", clock=clock) as store:  # as init opens it
+        assert not indexed(store, "m")
+        assert readings(store, "m") == truth
+        assert verify_agent(store, "m").ok
+        assert indexed(store, "m")
+        assert readings(store, "m") == truth

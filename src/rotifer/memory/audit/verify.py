@@ -250,9 +250,11 @@ def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True, anchor:
             extra = [rolled_back_line(now, agent, seq, "found by audit verify: its process "
                                       "ended before the commit", epoch=epoch)
                      for epoch, seq in missing]
-            if record is not None and kept is None:
+            if record is not None:
                 # The history index, rebuilt from what was just read: whole again
                 # after an import, a move, an upgrade or anything that left it stale.
+                # (On PostgreSQL, from this worker's log: its readers take only the
+                # import lines from it, and check each; see .index.)
                 tx.set_indexed(agent, record.epoch, report.index_rows)
             if extra:
                 placed: Placed = []
