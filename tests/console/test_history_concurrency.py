@@ -53,4 +53,17 @@ def test_the_history_pages_read_the_index(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj", history=True)
     with Project(project.root).open_store("busy", create=False) as store, \
             store.backend.read() as tx:
-        assert usable_entries(tx, "busy", tx.get_agent("busy")) is not None
+        assert usable_entries(tx, store.audit.path, "busy", tx.get_agent("busy")) is not None
+
+
+def test_the_chart_reduced_while_it_is_made_is_the_chart_reduced_after() -> None:
+    """``series_of(steps, most)`` (only the kept points made) draws exactly what
+    ``buckets(series_of(steps))`` draws."""
+    from rotifer.console import chart
+
+    steps = [(1_772_366_400_000_000 + i * 997, ("write", "update", "evict", "drop_agent",
+                                                 "access_denied")[i % 5 if i % 97 else 3],
+              i % 53, ("CACHE", "PATTERN", "CONTEXT", "PREFERENCE", "BOGUS")[i % 5], i % 300)
+             for i in range(5000)]
+    assert chart.series_of(steps, 50) == chart.buckets(chart.series_of(steps), most=50)
+    assert len(chart.series_of(steps, 50)) <= 50

@@ -40,13 +40,13 @@ G1, G2 = gene_id("g1"), gene_id("g2")
 def indexed(store: MemoryStore, agent: str) -> bool:
     """Would the readers use the index for ``agent`` now?"""
     with store.backend.read() as tx:
-        return usable_entries(tx, agent, tx.get_agent(agent)) is not None
+        return usable_entries(tx, store.audit.path, agent, tx.get_agent(agent)) is not None
 
 
 def drop_marker(store: MemoryStore, agent: str) -> None:
     """Make the store forget that its index is whole for ``agent``."""
     with store.backend.write(agent) as tx:
-        tx.set_indexed(agent, "(none)")
+        tx.set_indexed(agent, "(none)", False)
 
 
 def readings(store: MemoryStore, agent: str) -> dict[str, Any]:
@@ -74,12 +74,14 @@ def same_with_and_without(store: MemoryStore, agent: str, *, expect_index: bool 
     """The readers' answers from the index and from the whole log, which must agree."""
     assert indexed(store, agent) is expect_index
     fast = readings(store, agent)
-    record = store.agent_record(agent)
+    with store.backend.read() as tx:
+        marker = tx.indexed(agent)
+    assert marker is not None
     drop_marker(store, agent)
     assert not indexed(store, agent)
     slow = readings(store, agent)
     with store.backend.write(agent) as tx:
-        tx.set_indexed(agent, record.epoch)
+        tx.set_indexed(agent, *marker)
     assert fast == slow
     return fast
 

@@ -205,7 +205,7 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
         name = request.path_params["name"]
         steps = data.chart_steps(name)
         _, quota, _ = data.usage(name)
-        return page(request, "chart.html", picture=chart.svg(chart.series_of(steps), quota))
+        return page(request, "chart.html", picture=chart.svg(chart.series_of(steps, chart.BUCKETS), quota))
 
     # -- actions -----------------------------------------------------------------
 

@@ -277,14 +277,39 @@ class Transaction(Protocol):
         """The agent's index rows, in log order (:data:`~.audit.index.ENTRY_COLUMNS`)."""
         ...
 
-    def indexed_epoch(self, agent_id: str) -> str | None:
-        """The epoch whose whole history the index holds for the agent, if any."""
+    def index_summary(self, agent_id: str) -> list[tuple[Any, ...]]:
+        """Per epoch of the agent's rows: (epoch, newest committed change, newest seq)."""
         ...
 
-    def set_indexed(self, agent_id: str, epoch: str,
+    def index_of_action(self, agent_id: str, action: str) -> list[IndexRow]:
+        """The agent's rows of one action, in log order."""
+        ...
+
+    def index_page(self, agent_id: str, before: tuple[int, int], since_us: int,
+                   without: str, key_hash: int | None, limit: int) -> list[IndexRow]:
+        """At most ``limit`` rows placed before ``before`` (file, offset), newest
+        first: at or after ``since_us``, not of action ``without``, of ``key_hash``
+        unless it is ``None``."""
+        ...
+
+    def index_steps(self, agent_id: str) -> list[tuple[Any, ...]]:
+        """(ts_us, action, key_hash, category, nbytes) of the rows the chart follows."""
+        ...
+
+    def indexed(self, agent_id: str) -> tuple[str, bool] | None:
+        """The epoch whose whole history the index holds for the agent, and whether
+        every numbered row is that history's (``simple``), if the index is whole."""
+        ...
+
+    def set_indexed(self, agent_id: str, epoch: str, simple: bool,
                     rows: list[tuple[Any, ...]] | None = None) -> None:
         """Mark the index whole for the agent's memory ``epoch``; with ``rows``,
-        first replace every row of the agent by them (a rebuild)."""
+        first replace every row of the agent by them (a rebuild; ``[]``: a new
+        memory, whose history starts here)."""
+        ...
+
+    def index_last_committed(self, agent_id: str) -> int | None:
+        """The number of the newest indexed change of the agent (not a ``rolled_back`` line)."""
         ...
 
     def sum_sizes(self, agent_id: str) -> int:

@@ -112,7 +112,9 @@ class MemoryStore:
                 raise invalid(f"agent {agent_id!r} already has a memory")
             epoch = new_epoch()
             tx.insert_agent(AgentRecord(agent_id, quota_bytes, policy, 0, 1, 0, epoch))
-            tx.set_indexed(agent_id, epoch)  # a new memory: its history starts in the index
+            # A new memory: its history starts in the index (rows of an earlier
+            # memory of the same name are not its history: they go).
+            tx.set_indexed(agent_id, epoch, True, [])
 
     def has_agent(self, agent_id: str) -> bool:
         with self.backend.peek() as tx:

@@ -33,6 +33,8 @@ from .actions import IMPORT_AGENT, ROLLED_BACK
 from .index import (
     ACTION,
     CATEGORY,
+    CHART_ACTIONS,
+    END,
     EPOCH,
     KEY_HASH,
     NBYTES,
@@ -81,11 +83,12 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
         record = tx.get_agent(agent)
         database = (lambda: tx.audit_lines(agent) or iter(())) \
             if tx.audit_lines(agent) is not None else None
-        if database is None:
-            fast = _from_index(tx, path, agent, record, rolled_back)
-            if fast is not None:
+        if database is None and path is not None:
+            chosen = plan(tx, path, agent, record)
+            if chosen is not None:
                 try:
-                    return iter(_newest(fast, key, actor, since_us, limit))
+                    return iter(_newest(tx, path, agent, chosen, key, actor, since_us, limit,
+                                        rolled_back))
                 except IndexStale:
                     pass  # a log file moved, renumbered or edited: read it all, as below
         found = None if database is None else _imports_from_index(tx, path, agent, record,
@@ -113,45 +116,73 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
     return matches.newest_first()
 
 
-class _Indexed(NamedTuple):
-    """An agent's history as the index gives it: its rows in log order, and the
-    reader of their lines (open on the log's files until closed)."""
+class Plan(NamedTuple):
+    """How the index gives an agent's history: its lineage (epoch -> the number
+    its lines stay below), and whether every numbered row is in it (``simple``:
+    then every row is the history's, and SQL picks a page; else the rows are
+    walked as :func:`.lineage.history_lines` walks a scan)."""
 
-    rows: list[IndexRow]
-    reader: LineReader
+    wanted: dict[str, int | None]
+    simple: bool
 
 
-def usable_entries(tx: Transaction, agent: str, record: AgentRecord | None
-                   ) -> list[IndexRow] | None:
-    """The agent's index rows if they are its whole history up to the store's
-    last committed change (see :mod:`.index`), else ``None``."""
-    if record is None or tx.indexed_epoch(agent) != record.epoch:
+def plan(tx: Transaction, path: Path | None, agent: str, record: AgentRecord | None
+         ) -> Plan | None:
+    """The :class:`Plan` if the index's rows are the agent's whole history up
+    to the store's last committed change (see :mod:`.index`), else ``None``."""
+    marker = None if path is None or record is None else tx.indexed(agent)
+    if marker is None or record is None or path is None or marker[0] != record.epoch:
         return None
-    rows = tx.index_entries(agent)
-    if record.next_seq > 1:
-        epoch = record.epoch
-        last = next((r[SEQ] for r in reversed(rows) if r[SEQ] is not None
-                     and r[EPOCH] == epoch and r[ACTION] != ROLLED_BACK), None)
-        if last != record.next_seq - 1:
+    if marker[1]:  # every numbered row is the current memory's: no walk, no lineage
+        if record.next_seq > 1 and tx.index_last_committed(agent) != record.next_seq - 1:
             return None  # behind the store (or ahead of it): not to be trusted
-    return rows
+        return Plan({}, True)
+    summary = tx.index_summary(agent)
+    last = next((committed for epoch, committed, _ in summary if epoch == record.epoch), None)
+    if record.next_seq > 1 and last != record.next_seq - 1:
+        return None  # behind the store (or ahead of it): not to be trusted
+    try:
+        with LineReader(path, agent) as reader:
+            imports: Imports = {}
+            for row in tx.index_of_action(agent, IMPORT_AGENT):
+                note_import(imports, reader.line(row)[0])
+    except IndexStale:
+        return None
+    wanted = {s.epoch: s.below for s in lineage(record.epoch, imports)}
+    simple = all(epoch in wanted and ((below := wanted[epoch]) is None or newest < below)
+                 for epoch, _, newest in summary)
+    return Plan(wanted, simple)
 
 
-def _imports(rows: list[IndexRow], reader: LineReader) -> Imports:
-    imports: Imports = {}
-    for row in rows:
-        if row[ACTION] == IMPORT_AGENT:
-            note_import(imports, reader.line(row)[0])
-    return imports
+def is_simple(tx: Transaction, path: Path, agent: str, record: AgentRecord) -> bool:
+    """Are all of the agent's numbered rows its lineage's (for the marker)?"""
+    summary = tx.index_summary(agent)
+    try:
+        with LineReader(path, agent) as reader:
+            imports: Imports = {}
+            for row in tx.index_of_action(agent, IMPORT_AGENT):
+                note_import(imports, reader.line(row)[0])
+    except IndexStale:
+        return False
+    wanted = {s.epoch: s.below for s in lineage(record.epoch, imports)}
+    return all(epoch in wanted and ((below := wanted[epoch]) is None or newest < below)
+               for epoch, _, newest in summary)
 
 
-def kept_entries(rows: list[IndexRow], record: AgentRecord, reader: LineReader,
+def usable_entries(tx: Transaction, path: Path | None, agent: str,
+                   record: AgentRecord | None) -> list[IndexRow] | None:
+    """The agent's index rows if they are its whole history (:func:`plan`, the
+    log at ``path``), else ``None``."""
+    return None if plan(tx, path, agent, record) is None else tx.index_entries(agent)
+
+
+def kept_entries(rows: list[IndexRow], wanted: dict[str, int | None],
                  rolled_back: bool) -> list[IndexRow]:
-    """The rows :func:`audit_history` shows, in log order: the lineage's lines,
-    and the lines without ``seq`` that fall among them (as
-    :func:`.lineage.history_lines` decides for a scan).  Every indexed change
-    was committed, so no replay is needed to leave phantoms out."""
-    wanted = {s.epoch: s.below for s in lineage(record.epoch, _imports(rows, reader))}
+    """The rows :func:`audit_history` shows, in log order, for a lineage whose
+    rows are not all the history's: the lineage's lines, and the lines without
+    ``seq`` that fall among them (as :func:`.lineage.history_lines` decides for
+    a scan).  Every indexed change was committed, so no replay is needed to
+    leave phantoms out."""
     inside = True
     out = []
     for row in rows:
@@ -167,19 +198,41 @@ def kept_entries(rows: list[IndexRow], record: AgentRecord, reader: LineReader,
     return out
 
 
-def _from_index(tx: Transaction, path: Path | None, agent: str, record: AgentRecord | None,
-                rolled_back: bool) -> _Indexed | None:
-    if path is None or record is None:
-        return None
-    rows = usable_entries(tx, agent, record)
-    if rows is None:
-        return None
+def _newest(tx: Transaction, path: Path, agent: str, found: Plan, key: str | None,
+            actor: str | None, since_us: int | None, limit: int | None, rolled_back: bool
+            ) -> list[AuditLine]:
+    """The newest matches first, reading only the lines that may match: a page
+    of rows at a time chosen by SQL (``simple``), else from the walked rows."""
+    wanted_hash = key_hash(key) if key is not None else None
+    since = -(1 << 62) if since_us is None else since_us
+    out: list[AuditLine] = []
+    batch = max(64, min(limit or 1000, 1000))
     with LineReader(path, agent) as reader:
-        try:
-            kept = kept_entries(rows, record, reader, rolled_back)
-        except IndexStale:
-            return None
-    return _Indexed(kept, LineReader(path, agent))
+        if found.simple:
+            before = END
+            while True:
+                rows = tx.index_page(agent, before, since, "" if rolled_back else ROLLED_BACK,
+                                     wanted_hash, batch)
+                if _take(reader, rows, out, key, actor, since_us, limit) or len(rows) < batch:
+                    return out
+                before = (rows[-1][0], rows[-1][1])
+        rows = kept_entries(tx.index_entries(agent), found.wanted, rolled_back)
+        picked = [r for r in reversed(rows) if (key is None or r[KEY_HASH] == wanted_hash)
+                  and r[TS_US] >= since]
+        _take(reader, picked, out, key, actor, since_us, limit)
+    return out
+
+
+def _take(reader: LineReader, rows: list[IndexRow], out: list[AuditLine], key: str | None,
+          actor: str | None, since_us: int | None, limit: int | None) -> bool:
+    """Add the lines of ``rows`` that match to ``out``; whether ``limit`` is reached."""
+    for row in rows:
+        if limit is not None and len(out) >= limit:
+            return True
+        line = reader.line(row)[0]
+        if _wanted(line, key, actor, since_us):
+            out.append({k: v for k, v in line.items() if k != "prev"})
+    return limit is not None and len(out) >= limit
 
 
 def _imports_from_index(tx: Transaction, path: Path | None, agent: str,
@@ -189,12 +242,13 @@ def _imports_from_index(tx: Transaction, path: Path | None, agent: str,
     """What :func:`.lineage.find_imports` finds, with the log's ``import_agent``
     lines found by the index instead of a scan of the log (a backend that keeps
     the committed lines itself reads the rest from there)."""
-    rows = None if path is None else usable_entries(tx, agent, record)
-    if rows is None or path is None:
+    if plan(tx, path, agent, record) is None or path is None:
         return None
+    imports: Imports = {}
     try:
         with LineReader(path, agent) as reader:
-            imports = _imports(rows, reader)
+            for row in tx.index_of_action(agent, IMPORT_AGENT):
+                note_import(imports, reader.line(row)[0])
     except IndexStale:
         return None
     epochs: set[str] = set()
@@ -204,50 +258,32 @@ def _imports_from_index(tx: Transaction, path: Path | None, agent: str,
     return imports, frozenset(epochs)
 
 
-def _newest(found: _Indexed, key: str | None, actor: str | None, since_us: int | None,
-            limit: int | None) -> list[AuditLine]:
-    """The newest matches first, reading only the lines that may match."""
-    wanted_hash = key_hash(key) if key is not None else None
-    out: list[AuditLine] = []
-    with found.reader as reader:
-        for row in reversed(found.rows):
-            if limit is not None and len(out) >= limit:
-                break
-            if key is not None and row[KEY_HASH] != wanted_hash:
-                continue
-            if since_us is not None and row[TS_US] < since_us:
-                continue
-            line = reader.line(row)[0]
-            if _wanted(line, key, actor, since_us):
-                out.append({k: v for k, v in line.items() if k != "prev"})
-    return out
-
-
 #: One change of bytes for the chart: (time in µs, action, the key or its hash,
 #: category, bytes) -- oldest first (see :func:`usage_steps`).
 Step: TypeAlias = tuple[int, str, object, "str | None", int]
 
 
 def usage_steps(store: MemoryStore, agent: str) -> list[Step]:
-    """The committed lines of ``agent``'s history that the chart needs, oldest
-    first: from the index's columns alone when it is usable (no line read but
-    its imports'), else from :func:`audit_history`."""
+    """The committed lines of ``agent``'s history that the chart follows (the
+    actions of :data:`.index.CHART_ACTIONS`), oldest first: from the index's
+    columns alone when it is usable (no line read but its imports'), else from
+    :func:`audit_history`."""
     path = store.audit.path
+    followed = frozenset(CHART_ACTIONS)
     with store.backend.read() as tx:
         record = tx.get_agent(agent)
         # A backend that keeps the lines (PostgreSQL) is read as audit_history reads it.
-        entries = usable_entries(tx, agent, record) if path is not None and \
-            record is not None and tx.audit_lines(agent) is None else None
-    if entries is not None and path is not None and record is not None:
-        with LineReader(path, agent) as reader:
-            try:
-                kept = kept_entries(entries, record, reader, False)
-            except IndexStale:
-                kept = None
-        if kept is not None:
-            return [(r[TS_US], r[ACTION], r[KEY_HASH], r[CATEGORY], r[NBYTES]) for r in kept]
+        found = plan(tx, path, agent, record) if tx.audit_lines(agent) is None else None
+        if found is not None and found.simple:
+            return [(r[0], r[1], r[2], r[3], r[4]) for r in tx.index_steps(agent)]
+        if found is not None:
+            return [(r[TS_US], r[ACTION], r[KEY_HASH], r[CATEGORY], r[NBYTES])
+                    for r in kept_entries(tx.index_entries(agent), found.wanted, False)
+                    if r[ACTION] in followed]
     out: list[Step] = []
     for line in audit_history(store, agent):
+        if line.get("action") not in followed:
+            continue
         try:
             at = parse_time(str(line.get("ts")))
         except ValueError:

@@ -52,6 +52,7 @@ from ..backend import AgentRecord, Transaction
 from ..clock import format_time
 from .actions import ROLLED_BACK
 from .file import Placed
+from .history import is_simple
 from .index import Entry, entry_of, rows_for
 from .lineage import history_lines, lineage, note_import
 from .read import Logged, LogProblem, Scan, read_chained, scan
@@ -255,10 +256,12 @@ def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True, anchor:
                 # after an import, a move, an upgrade or anything that left it stale.
                 # (On PostgreSQL, from this worker's log: its readers take only the
                 # import lines from it, and check each; see .index.)
-                tx.set_indexed(agent, record.epoch, report.index_rows)
+                tx.set_indexed(agent, record.epoch, False, report.index_rows)
             if extra:
                 placed: Placed = []
                 store.audit.write(extra, placed=placed)
                 tx.index_lines(rows_for(agent, placed))
                 report.repaired = len(extra)
+            if record is not None:
+                tx.set_indexed(agent, record.epoch, is_simple(tx, path, agent, record))
     return report

@@ -144,7 +144,8 @@ CREATE TABLE IF NOT EXISTS memory_audit_index (
 );
 CREATE TABLE IF NOT EXISTS memory_audit_indexed (
     agent_id text COLLATE "C" PRIMARY KEY,
-    epoch text NOT NULL
+    epoch text NOT NULL,
+    simple boolean NOT NULL
 )
 """
 

@@ -32,7 +32,7 @@ from typing import Any, Final, Protocol
 
 import psycopg
 
-from ..audit.index import ENTRY_COLUMNS, IndexRow
+from ..audit.index import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..backend import AgentRecord, Row
 from ..clock import Clock
 from ..errors import storage
@@ -116,6 +116,7 @@ class PostgresTransaction(SqlTransaction):
     __slots__ = ("_opener", "_queue", "_watch", "conn", "locked")
 
     sql = Statements.using("%s")
+    index_sql = IndexSql.using("%s")
     make_row = staticmethod(make_row)
     contains_sql = "strpos(lower(key), %s) > 0"
     checks_text = True  # no NUL, no lone surrogate in a PostgreSQL text column
@@ -282,18 +283,19 @@ class PostgresTransaction(SqlTransaction):
     def index_entries(self, agent_id: str) -> list[IndexRow]:
         return self._all(INDEX_SELECT, (agent_id,))
 
-    def indexed_epoch(self, agent_id: str) -> str | None:
-        row = self._one("SELECT epoch FROM memory_audit_indexed WHERE agent_id = %s",
+    def indexed(self, agent_id: str) -> tuple[str, bool] | None:
+        row = self._one("SELECT epoch, simple FROM memory_audit_indexed WHERE agent_id = %s",
                         (agent_id,))
-        return None if row is None else str(row[0])
+        return None if row is None else (str(row[0]), bool(row[1]))
 
-    def set_indexed(self, agent_id: str, epoch: str,
+    def set_indexed(self, agent_id: str, epoch: str, simple: bool,
                     rows: list[tuple[Any, ...]] | None = None) -> None:
         if rows is not None:
             self._run("DELETE FROM memory_audit_index WHERE agent_id = %s", (agent_id,))
             self.index_lines(rows)
-        self._later(agent_id, "INSERT INTO memory_audit_indexed VALUES (%s, %s) ON CONFLICT "
-                    "(agent_id) DO UPDATE SET epoch = excluded.epoch", (agent_id, epoch))
+        self._later(agent_id, "INSERT INTO memory_audit_indexed VALUES (%s, %s, %s) ON "
+                    "CONFLICT (agent_id) DO UPDATE SET epoch = excluded.epoch, "
+                    "simple = excluded.simple", (agent_id, epoch, simple))
 
     def _audit_pages(self, agent_id: str) -> Iterator[dict[str, Any]]:
         """Keyset pages of :data:`AUDIT_PAGE` lines by ``id``: memory stays

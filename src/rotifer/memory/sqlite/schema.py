@@ -86,7 +86,8 @@ CREATE TABLE IF NOT EXISTS memory_audit_index (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS memory_audit_indexed (
     agent_id TEXT PRIMARY KEY,
-    epoch TEXT NOT NULL
+    epoch TEXT NOT NULL,
+    simple INTEGER NOT NULL
 ) WITHOUT ROWID
 """
 

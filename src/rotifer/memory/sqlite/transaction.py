@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from ..audit.index import ENTRY_COLUMNS, IndexRow
+from ..audit.index import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..backend import NEWEST_PAGE, AgentRecord, Brief, Row
 from ..errors import storage
 from ..model import Category
@@ -52,6 +52,7 @@ class SqliteTransaction(SqlTransaction):
     __slots__ = ("conn",)
 
     sql = Statements.using("?")
+    index_sql = IndexSql.using("?")
     make_row = staticmethod(make_row)
     contains_sql = "instr(lower(key), ?) > 0"
 
@@ -253,15 +254,16 @@ class SqliteTransaction(SqlTransaction):
     def index_entries(self, agent_id: str) -> list[IndexRow]:
         return self.conn.execute(INDEX_SELECT, (agent_id,)).fetchall()
 
-    def indexed_epoch(self, agent_id: str) -> str | None:
-        row = self.conn.execute("SELECT epoch FROM memory_audit_indexed WHERE agent_id = ?",
-                                (agent_id,)).fetchone()
-        return None if row is None else str(row[0])
+    def indexed(self, agent_id: str) -> tuple[str, bool] | None:
+        row = self.conn.execute("SELECT epoch, simple FROM memory_audit_indexed WHERE "
+                                "agent_id = ?", (agent_id,)).fetchone()
+        return None if row is None else (str(row[0]), bool(row[1]))
 
-    def set_indexed(self, agent_id: str, epoch: str,
+    def set_indexed(self, agent_id: str, epoch: str, simple: bool,
                     rows: list[tuple[Any, ...]] | None = None) -> None:
         if rows is not None:
             self.conn.execute("DELETE FROM memory_audit_index WHERE agent_id = ?", (agent_id,))
             self.index_lines(rows)
-        self.conn.execute("INSERT INTO memory_audit_indexed VALUES (?, ?) ON CONFLICT "
-                          "(agent_id) DO UPDATE SET epoch = excluded.epoch", (agent_id, epoch))
+        self.conn.execute("INSERT INTO memory_audit_indexed VALUES (?, ?, ?) ON CONFLICT "
+                          "(agent_id) DO UPDATE SET epoch = excluded.epoch, "
+                          "simple = excluded.simple", (agent_id, epoch, int(simple)))
