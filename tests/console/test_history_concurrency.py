@@ -67,3 +67,29 @@ def test_the_chart_reduced_while_it_is_made_is_the_chart_reduced_after() -> None
              for i in range(5000)]
     assert chart.series_of(steps, 50) == chart.buckets(chart.series_of(steps), most=50)
     assert len(chart.series_of(steps, 50)) <= 50
+
+
+def test_the_chart_kept_by_the_console_follows_every_change(tmp_path: Path) -> None:
+    """The console keeps each agent's chart until the agent changes: a write, a
+    deployer's delete and a new memory of the same name each draw it anew."""
+    from rotifer.console.data import ConsoleData
+    from rotifer.memory import Category
+
+    project = make_project(tmp_path / "proj", history=True)
+    data = ConsoleData(project)
+    try:
+        first = data.chart_points("busy")
+        assert first == data.chart_points("busy")
+        with project.open_store("busy") as store:
+            gene = next(iter(project.registry().entries()))
+            store.for_gene("busy", gene, "notes").write_memory("pattern/new", b"p" * 50,
+                                                              "PATTERN")
+        second = data.chart_points("busy")
+        grown = second[-1].bytes[Category.PATTERN] - first[-1].bytes[Category.PATTERN]
+        assert grown == 50 + len("pattern/new")  # an entry's size counts its key
+        with project.open_store("busy") as store:
+            store.deployer("busy").delete_key("pattern/new")
+        assert sum(data.chart_points("busy")[-1].bytes.values()) == \
+            sum(first[-1].bytes.values())
+    finally:
+        data.close()

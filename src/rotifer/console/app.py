@@ -203,9 +203,9 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
     @guarded
     def history_chart(request: Request) -> Response:
         name = request.path_params["name"]
-        steps = data.chart_steps(name)
+        points = data.chart_points(name)
         _, quota, _ = data.usage(name)
-        return page(request, "chart.html", picture=chart.svg(chart.series_of(steps, chart.BUCKETS), quota))
+        return page(request, "chart.html", picture=chart.svg(points, quota))
 
     # -- actions -----------------------------------------------------------------
 

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import require_memory
+from rotifer.console.chart import BUCKETS, Point, series_of
 from rotifer.memory import Category, MemoryStore
-from rotifer.memory.audit.history import AuditLine, Step, audit_history, usage_steps
+from rotifer.memory.audit.history import AuditLine, audit_history, usage_steps
 from rotifer.memory.audit.read import Scan
 from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.browse import CategoryUsage, EntryInfo, Page, Sort, usage_by_category
@@ -77,6 +78,8 @@ class ConsoleData:
         #: (its next_seq and used bytes are the cache key).
         self._usage: dict[str, tuple[tuple[int, int], dict[Category, CategoryUsage]]] = {}
         self.verified: dict[str, Verified] = {}
+        #: The chart's points of each agent, with the (epoch, next_seq) they were drawn at.
+        self._charts: dict[str, tuple[tuple[str, int], list[Point]]] = {}
         #: agent -> (bytes read, bytes in all) while its verify runs.
         self._progress: dict[str, tuple[int, int]] = {}
 
@@ -108,9 +111,22 @@ class ConsoleData:
         """``audit show``'s lines (newest first) for the history page."""
         return self.run(agent, lambda store: list(audit_history(store, agent, **query)))
 
-    def chart_steps(self, agent: str) -> list[Step]:
-        """What the chart draws, from the history index when it is usable."""
-        return self.run(agent, lambda store: usage_steps(store, agent))
+    def chart_points(self, agent: str) -> list[Point]:
+        """What the chart draws (from the history index when it is usable), kept
+        until the agent changes: its epoch and change number are the cache key,
+        as for the usage by category (lines that change nothing, refusals, do not
+        move the chart)."""
+        def work(store: MemoryStore) -> list[Point]:
+            record = store.agent_record(agent)
+            version = (record.epoch, record.next_seq)
+            cached = self._charts.get(agent)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            points = series_of(usage_steps(store, agent), BUCKETS)
+            self._charts[agent] = (version, points)
+            return points
+
+        return self.run(agent, work)
 
     def verify(self, agent: str) -> Verified:
         """``audit verify`` on a store opened for it alone (the pages' store is not
