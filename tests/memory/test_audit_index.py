@@ -309,3 +309,26 @@ def test_a_store_upgraded_from_version_3_is_read_whole_until_verify(tmp_path: Pa
         assert verify_agent(store, "m").ok
         assert indexed(store, "m")
         assert readings(store, "m") == truth
+
+
+def test_a_time_window_reads_the_same(tmp_path: Path) -> None:
+    """``since_us`` and ``until_us`` (the console's history filter) from the index
+    and from the whole log."""
+    from rotifer.memory.clock import parse_time
+
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    with MemoryStore.open(tmp_path / ".rotifer", url=f"sqlite:{tmp_path / 'm.db'}",
+                          clock=clock) as store:
+        store.create_agent("m", quota_bytes=500)
+        churn(store, "m", clock, [(k % 8, k % 6, 30 + k) for k in range(40)])
+        times = [parse_time(x["ts"]) for x in audit_history(store, "m")]
+        lo, hi = times[-10], times[5]
+
+        def window() -> list[list[dict[str, Any]]]:
+            return [list(audit_history(store, "m", since_us=lo, until_us=hi)),
+                    list(audit_history(store, "m", until_us=hi, limit=4, rolled_back=True))]
+
+        fast = window()
+        assert indexed(store, "m") and len(fast[0]) == len(times) - 15
+        drop_marker(store, "m")
+        assert window() == fast

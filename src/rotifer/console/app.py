@@ -183,19 +183,17 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
             actor = ids[0] if len(ids) == 1 else actor
         since, until = _time(q.get("since"), "since"), _time(q.get("until"), "until")
         skip = int(q["skip"]) if q.get("skip", "").isdigit() else 0
-        # Without an until bound only the lines shown (and one more) are asked for.
-        most = None if until is not None else skip + HISTORY_ROWS + 1
-        lines = data.history(name, key=key, actor=actor, since_us=since, limit=most,
-                             rolled_back=True)
-        if until is not None:
-            lines = [ln for ln in lines if _ts(ln) < until]
+        # Only the lines shown (and one more) are asked for.
+        most = skip + HISTORY_ROWS + 1
+        lines = data.history(name, key=key, actor=actor, since_us=since, until_us=until,
+                             limit=most, rolled_back=True)
         fragment = "timeline.html" if _swaps(request, "timeline") else "history.html"
         shown_lines = lines[skip:skip + HISTORY_ROWS]
         older = {k: v for k, v in q.items() if k != "skip"}
         if skip + HISTORY_ROWS < len(lines):
             older["skip"] = str(skip + HISTORY_ROWS)
         return page(request, fragment, name=name, lines=shown_lines,
-                    matched=len(lines) if most is None or len(lines) < most else None,
+                    matched=len(lines) if len(lines) < most else None,
                     skip=skip, older=older if "skip" in older else None,
                     highlight=HIGHLIGHT, names=names,
                     q={k: q.get(k, "") for k in ("key", "actor", "since", "until")})
@@ -319,10 +317,3 @@ def _time(text: str | None, what: str) -> int | None:
         return parse_time(candidate)
     except ValueError:
         raise invalid(f"{what} must be a time such as 2026-01-01T00:00:00Z") from None
-
-
-def _ts(line: dict[str, Any]) -> int:
-    try:
-        return parse_time(str(line.get("ts")))
-    except ValueError:
-        return 0

@@ -285,11 +285,11 @@ class Transaction(Protocol):
         """The agent's rows of one action, in log order."""
         ...
 
-    def index_page(self, agent_id: str, before: tuple[int, int], since_us: int,
+    def index_page(self, agent_id: str, before: tuple[int, int], since_us: int, until_us: int,
                    without: str, key_hash: int | None, limit: int) -> list[IndexRow]:
         """At most ``limit`` rows placed before ``before`` (file, offset), newest
-        first: at or after ``since_us``, not of action ``without``, of ``key_hash``
-        unless it is ``None``."""
+        first: at or after ``since_us`` and before ``until_us``, not of action
+        ``without``, of ``key_hash`` unless it is ``None``."""
         ...
 
     def index_steps(self, agent_id: str) -> list[tuple[Any, ...]]:

@@ -117,11 +117,12 @@ class SqlTransaction(Transaction):
     def index_of_action(self, agent_id: str, action: str) -> list[IndexRow]:
         return self._all(self.index_sql.of_action, (agent_id, action))
 
-    def index_page(self, agent_id: str, before: tuple[int, int], since_us: int,
+    def index_page(self, agent_id: str, before: tuple[int, int], since_us: int, until_us: int,
                    without: str, key_hash: int | None, limit: int) -> list[IndexRow]:
         file_no, off = before
         return self._all(self.index_sql.page, (agent_id, file_no, file_no, off, since_us,
-                                               without, key_hash is None, key_hash, limit))
+                                               until_us, without, key_hash is None, key_hash,
+                                               limit))
 
     def index_last_committed(self, agent_id: str) -> int | None:
         row = self._one(self.index_sql.last, (agent_id, ROLLED_BACK))

@@ -68,16 +68,18 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
                   actor: str | None = None, since_us: int | None = None,
                   limit: int | None = None,
                   progress: Callable[[Scan], None] | None = None,
-                  rolled_back: bool = False) -> Iterator[AuditLine]:
+                  rolled_back: bool = False, until_us: int | None = None
+                  ) -> Iterator[AuditLine]:
     """``agent``'s committed history, newest first (see the module doc).
 
     ``key``/``actor``: only lines about that key / by that actor (a gene's v2
     id, ``deployer``, ``retention``); ``since_us``: only lines at or after that
-    time (microseconds since the epoch); ``limit``: at most that many (the
-    newest).  ``progress`` is told how far the reading of the log got.
+    time (microseconds since the epoch), ``until_us`` before that time;
+    ``limit``: at most that many (the newest).  ``progress`` is told how far the reading of the log got.
     ``rolled_back`` also keeps the lines that say a change did not commit (the
     change's own lines stay out): the console marks them."""
     matches = _Matches(limit)
+    wanted = Filters(key, actor, since_us, until_us)
     path = store.audit.path
     with store.backend.long_running(), store.backend.read() as tx:  # bounded per statement
         record = tx.get_agent(agent)
@@ -87,8 +89,7 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
             chosen = plan(tx, path, agent, record)
             if chosen is not None:
                 try:
-                    return iter(_newest(tx, path, agent, chosen, key, actor, since_us, limit,
-                                        rolled_back))
+                    return iter(_newest(tx, path, agent, chosen, wanted, limit, rolled_back))
                 except IndexStale:
                     pass  # a log file moved, renumbered or edited: read it all, as below
         found = None if database is None else _imports_from_index(tx, path, agent, record,
@@ -99,7 +100,7 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
 
         def keep(lines: list[Logged]) -> None:
             for logged in lines:
-                if _wanted(logged.line, key, actor, since_us):
+                if wanted.wants(logged.line):
                     matches.add({k: v for k, v in logged.line.items() if k != "prev"})
 
         try:
@@ -198,39 +199,62 @@ def kept_entries(rows: list[IndexRow], wanted: dict[str, int | None],
     return out
 
 
-def _newest(tx: Transaction, path: Path, agent: str, found: Plan, key: str | None,
-            actor: str | None, since_us: int | None, limit: int | None, rolled_back: bool
-            ) -> list[AuditLine]:
+class Filters(NamedTuple):
+    """What :func:`audit_history` keeps: a key, an actor, a time window (µs)."""
+
+    key: str | None = None
+    actor: str | None = None
+    since_us: int | None = None
+    until_us: int | None = None
+
+    def wants(self, line: AuditLine) -> bool:
+        if self.key is not None and line.get("key") != self.key:
+            return False
+        if self.actor is not None and line.get("actor") != self.actor:
+            return False
+        if self.since_us is not None or self.until_us is not None:
+            try:
+                at = parse_time(str(line.get("ts")))
+            except ValueError:
+                return False
+            return (self.since_us is None or at >= self.since_us) and \
+                (self.until_us is None or at < self.until_us)
+        return True
+
+
+def _newest(tx: Transaction, path: Path, agent: str, found: Plan, wanted: Filters,
+            limit: int | None, rolled_back: bool) -> list[AuditLine]:
     """The newest matches first, reading only the lines that may match: a page
     of rows at a time chosen by SQL (``simple``), else from the walked rows."""
-    wanted_hash = key_hash(key) if key is not None else None
-    since = -(1 << 62) if since_us is None else since_us
+    wanted_hash = key_hash(wanted.key) if wanted.key is not None else None
+    since = -(1 << 62) if wanted.since_us is None else wanted.since_us
+    until = 1 << 62 if wanted.until_us is None else wanted.until_us
     out: list[AuditLine] = []
     batch = max(64, min(limit or 1000, 1000))
     with LineReader(path, agent) as reader:
         if found.simple:
             before = END
             while True:
-                rows = tx.index_page(agent, before, since, "" if rolled_back else ROLLED_BACK,
-                                     wanted_hash, batch)
-                if _take(reader, rows, out, key, actor, since_us, limit) or len(rows) < batch:
+                rows = tx.index_page(agent, before, since, until,
+                                     "" if rolled_back else ROLLED_BACK, wanted_hash, batch)
+                if _take(reader, rows, out, wanted, limit) or len(rows) < batch:
                     return out
                 before = (rows[-1][0], rows[-1][1])
         rows = kept_entries(tx.index_entries(agent), found.wanted, rolled_back)
-        picked = [r for r in reversed(rows) if (key is None or r[KEY_HASH] == wanted_hash)
-                  and r[TS_US] >= since]
-        _take(reader, picked, out, key, actor, since_us, limit)
+        picked = [r for r in reversed(rows) if (wanted.key is None or r[KEY_HASH] == wanted_hash)
+                  and since <= r[TS_US] < until]
+        _take(reader, picked, out, wanted, limit)
     return out
 
 
-def _take(reader: LineReader, rows: list[IndexRow], out: list[AuditLine], key: str | None,
-          actor: str | None, since_us: int | None, limit: int | None) -> bool:
+def _take(reader: LineReader, rows: list[IndexRow], out: list[AuditLine], wanted: Filters,
+          limit: int | None) -> bool:
     """Add the lines of ``rows`` that match to ``out``; whether ``limit`` is reached."""
     for row in rows:
         if limit is not None and len(out) >= limit:
             return True
         line = reader.line(row)[0]
-        if _wanted(line, key, actor, since_us):
+        if wanted.wants(line):
             out.append({k: v for k, v in line.items() if k != "prev"})
     return limit is not None and len(out) >= limit
 
@@ -294,20 +318,6 @@ def usage_steps(store: MemoryStore, agent: str) -> list[Step]:
                     nbytes if isinstance(nbytes, int) else 0))
     out.reverse()
     return out
-
-
-def _wanted(line: AuditLine, key: str | None, actor: str | None, since_us: int | None
-            ) -> bool:
-    if key is not None and line.get("key") != key:
-        return False
-    if actor is not None and line.get("actor") != actor:
-        return False
-    if since_us is not None:
-        try:
-            return parse_time(str(line.get("ts"))) >= since_us
-        except ValueError:
-            return False
-    return True
 
 
 class _Matches:

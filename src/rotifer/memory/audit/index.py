@@ -86,7 +86,7 @@ class IndexSql(NamedTuple):
     summary: str
     #: The rows of one action, in log order.
     of_action: str
-    #: Rows before a place, newest first: since a time, without an action (``""``:
+    #: Rows before a place, newest first: in a time window, without an action (``""``:
     #: none left out), of a key's hash unless the flag says any key; at most N.
     page: str
     #: What the chart needs of the rows of :data:`CHART_ACTIONS`, in log order.
@@ -103,7 +103,8 @@ class IndexSql(NamedTuple):
             "AND seq IS NOT NULL GROUP BY epoch",
             f"SELECT {ENTRY_COLUMNS} FROM {table} AND action = {p} ORDER BY file_no, off",
             f"SELECT {ENTRY_COLUMNS} FROM {table} AND (file_no < {p} OR (file_no = {p} AND "
-            f"off < {p})) AND ts_us >= {p} AND action <> {p} AND ({p} OR key_hash = {p}) "
+            f"off < {p})) AND ts_us >= {p} AND ts_us < {p} AND action <> {p} AND "
+            f"({p} OR key_hash = {p}) "
             f"ORDER BY file_no DESC, off DESC LIMIT {p}",
             f"SELECT ts_us, action, key_hash, category, nbytes FROM {table} AND action IN ("
             + ", ".join([p] * len(CHART_ACTIONS)) + ") ORDER BY file_no, off",
