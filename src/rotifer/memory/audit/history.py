@@ -89,7 +89,8 @@ def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
             chosen = plan(tx, path, agent, record)
             if chosen is not None:
                 try:
-                    return iter(_newest(tx, path, agent, chosen, wanted, limit, rolled_back))
+                    return iter(_newest(tx, path, agent, chosen, wanted, limit, rolled_back,
+                                        progress))
                 except IndexStale:
                     pass  # a log file moved, renumbered or edited: read it all, as below
         found = None if database is None else _imports_from_index(tx, path, agent, record,
@@ -223,27 +224,38 @@ class Filters(NamedTuple):
 
 
 def _newest(tx: Transaction, path: Path, agent: str, found: Plan, wanted: Filters,
-            limit: int | None, rolled_back: bool) -> list[AuditLine]:
+            limit: int | None, rolled_back: bool,
+            progress: Callable[[Scan], None] | None = None) -> list[AuditLine]:
     """The newest matches first, reading only the lines that may match: a page
-    of rows at a time chosen by SQL (``simple``), else from the walked rows."""
+    of rows at a time chosen by SQL (``simple``), else from the walked rows.
+    ``progress`` is told once, at the end, the lines and bytes read."""
+    with LineReader(path, agent) as reader:
+        out = _pick(tx, reader, agent, found, wanted, limit, rolled_back)
+        if progress is not None:
+            progress(Scan(lines=reader.lines_read, done=reader.bytes_read,
+                          total=reader.bytes_read))
+    return out
+
+
+def _pick(tx: Transaction, reader: LineReader, agent: str, found: Plan, wanted: Filters,
+          limit: int | None, rolled_back: bool) -> list[AuditLine]:
     wanted_hash = key_hash(wanted.key) if wanted.key is not None else None
     since = -(1 << 62) if wanted.since_us is None else wanted.since_us
     until = 1 << 62 if wanted.until_us is None else wanted.until_us
     out: list[AuditLine] = []
     batch = max(64, min(limit or 1000, 1000))
-    with LineReader(path, agent) as reader:
-        if found.simple:
-            before = END
-            while True:
-                rows = tx.index_page(agent, before, since, until,
-                                     "" if rolled_back else ROLLED_BACK, wanted_hash, batch)
-                if _take(reader, rows, out, wanted, limit) or len(rows) < batch:
-                    return out
-                before = (rows[-1][0], rows[-1][1])
-        rows = kept_entries(tx.index_entries(agent), found.wanted, rolled_back)
-        picked = [r for r in reversed(rows) if (wanted.key is None or r[KEY_HASH] == wanted_hash)
-                  and since <= r[TS_US] < until]
-        _take(reader, picked, out, wanted, limit)
+    if found.simple:
+        before = END
+        while True:
+            rows = tx.index_page(agent, before, since, until,
+                                 "" if rolled_back else ROLLED_BACK, wanted_hash, batch)
+            if _take(reader, rows, out, wanted, limit) or len(rows) < batch:
+                return out
+            before = (rows[-1][0], rows[-1][1])
+    rows = kept_entries(tx.index_entries(agent), found.wanted, rolled_back)
+    picked = [r for r in reversed(rows) if (wanted.key is None or r[KEY_HASH] == wanted_hash)
+              and since <= r[TS_US] < until]
+    _take(reader, picked, out, wanted, limit)
     return out
 
 

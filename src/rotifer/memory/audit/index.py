@@ -167,6 +167,9 @@ class LineReader:
         self.agent = agent
         self._live = current_number(path)
         self._fds: dict[int, int] = {}
+        #: How much was read (for a progress report).
+        self.lines_read = 0
+        self.bytes_read = 0
 
     def __enter__(self) -> LineReader:
         return self
@@ -199,6 +202,8 @@ class LineReader:
         and its bytes without the newline."""
         entry = row if isinstance(row, Entry) else Entry(*row)
         raw = os.pread(self._fd(entry.file_no), entry.length, entry.off)
+        self.lines_read += 1
+        self.bytes_read += len(raw)
         if len(raw) != entry.length or not raw.endswith(b"\n"):
             raise IndexStale(f"no whole line at {entry.file_no}:{entry.off}")
         try:
