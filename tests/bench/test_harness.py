@@ -207,3 +207,14 @@ def test_paired_ratios_are_medians_of_per_round_ratios() -> None:
     assert set(medians) == {"a", "b"} and set(ratios) == {"b"} and ratios["b"] > 0
     paired = Result("g", "n", 2.0, 1.0, "base", "min", 1.0, paired=2.0)
     assert paired.ratio == 0.5 and paired.met is False
+
+
+def test_history_suite_measures_the_pages_on_a_small_log(tmp_path: Path) -> None:
+    """``--only history`` with ``--tiny``: a log of 20,000 lines, the three pages
+    over HTTP, and the same 50 lines with and without the index (the suite
+    asserts that itself)."""
+    doc = tmp_path / "benchmarks.md"
+    assert main(["--tiny", "--only", "history", "--out", str(doc)]) == 0
+    text = doc.read_text()
+    assert "<!-- bench:history:begin" in text and "| chart of the big agent" in text
+    assert "20,010 lines" in text
