@@ -170,7 +170,7 @@ class MemoryStore:
         primary or SQLite."""
         if not self.backend.read_only:
             return None
-        delay: float | None = getattr(self.backend, "replay_delay")()
+        delay: float | None = self.backend.replay_delay()
         return delay
 
     def deployer(self, agent_id: str) -> DeployerMemory:
