@@ -89,9 +89,11 @@ def agent(request: Request) -> Response:
     view = read_listing(data_of(request), name, listing)
     fragment = "entries.html" if swaps(request, "entries") else "agent.html"
     message = None if fragment == "entries.html" else session_of(request).pop_flash()
+    # A hot standby (the deployer's URL asked for one): how far behind it is.
+    standby = data_of(request).run(name, lambda store: store.replay_delay())
     return render(request, fragment, view=view, listing=listing,
                   names=data_of(request).gene_names(), message=message,
-                  matched=listing.matched(view))
+                  matched=listing.matched(view), standby=standby)
 
 
 @endpoint

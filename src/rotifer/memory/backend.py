@@ -347,6 +347,9 @@ class Backend(Protocol):
     #: PostgreSQL repeated round trips (a write that evicts 3 -> 5, a read that
     #: notes a new reader 2 -> 3), so PostgreSQL says no.
     lean_paths: bool = True
+    #: A hot standby (PostgreSQL in recovery, reached because the URL asked for
+    #: one): it answers reads, possibly behind its primary, and takes no change.
+    read_only: bool = False
 
     def read(self) -> AbstractContextManager[Transaction]:
         """A read-only transaction that sees one consistent snapshot."""

@@ -59,9 +59,11 @@ class DeployerMemory:
         if key_prefix is not None and not isinstance(key_prefix, str):
             raise invalid("keyPrefix must be a string")
         self.store.purge_expired(self.agent_id)
+        now = self.store.clock.now_us()  # a read-only standby cannot purge: hide them here
         with self.store.backend.read() as tx:
             return [to_entry(r) for r in tx.iter_newest(self.agent_id, category=wanted,
-                                                         key_prefix=key_prefix)]
+                                                         key_prefix=key_prefix)
+                    if r.expires_us is None or r.expires_us > now]
 
     def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
              count: int | None) -> builtins.list[T]:

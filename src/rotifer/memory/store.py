@@ -159,9 +159,25 @@ class MemoryStore:
     def for_gene(self, agent_id: str, gene_id: str | None, domain: str | None, *,
                  via: str | None = None) -> GeneMemory:
         """The view a gene gets as ``ctx.memory``; ``gene_id=None`` is refused everything.
-        ``via`` (e.g. ``"mcp"``) is written into the audit lines of its writes and deletes."""
+        ``via`` (e.g. ``"mcp"``) is written into the audit lines of its writes and deletes.
+
+        Never on a read-only standby: a gene must read what it wrote, and a
+        standby may be behind (MEMORY_STORAGE_ERROR naming it)."""
+        if self.backend.read_only:
+            raise storage(f"the memory database at {self.backend.location} is a read-only "
+                          "standby: genes run on the primary only (a URL with "
+                          "target_session_attrs=read-write), so that they read what they wrote")
         record = self.agent_record(agent_id)
         return GeneMemory(self, agent_id, gene_id, domain, record.data_policy, via)
+
+    def replay_delay(self) -> float | None:
+        """Reading a hot standby: how far behind it is, in seconds (see
+        :meth:`rotifer.memory.postgres.PostgresBackend.replay_delay`); None on a
+        primary or SQLite."""
+        if not self.backend.read_only:
+            return None
+        delay: float | None = self.backend.replay_delay()
+        return delay
 
     def deployer(self, agent_id: str) -> DeployerMemory:
         self.agent_record(agent_id)
@@ -252,7 +268,11 @@ class MemoryStore:
         return opened is not None and not opened[1] and opened[2] is None
 
     def purge_expired(self, agent_id: str) -> None:
-        """Remove (and audit) whatever has expired, if anything has."""
+        """Remove (and audit) whatever has expired, if anything has.  Not on a
+        read-only standby: expired entries are invisible there all the same, and
+        the primary purges them on its next call."""
+        if self.backend.read_only:
+            return
         if self.has_expired(agent_id, self.clock.now_us()):
             self.change(agent_id, "retention", lambda tx, record, change: None)
 

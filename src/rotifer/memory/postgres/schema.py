@@ -185,7 +185,8 @@ SCHEMA_VERSION: Final = max(STEPS)
 
 #: Everything an open needs to know, in one statement that takes no lock a writer holds.
 CHECK_SQL: Final = ("SELECT current_schema(), current_setting('server_encoding'), "
-                    "(SELECT value FROM memory_meta WHERE name = 'schema_version')")
+                    "(SELECT value FROM memory_meta WHERE name = 'schema_version'), "
+                    "pg_is_in_recovery()")
 VERSION_SQL: Final = "SELECT value FROM memory_meta WHERE name = 'schema_version'"
 
 
@@ -224,8 +225,9 @@ def _check_environment(schema: str | None, encoding: str | None, location: str) 
     return schema
 
 
-def check(conn: Connection, location: str) -> tuple[str, int] | None:
-    """(current schema, recorded version), or None when there are no tables yet.
+def check(conn: Connection, location: str) -> tuple[str, int, bool] | None:
+    """(current schema, recorded version, whether the server is a standby in
+    recovery), or None when there are no tables yet.
 
     After None, a transaction ``conn`` was in is aborted: roll it back."""
     try:
@@ -237,7 +239,7 @@ def check(conn: Connection, location: str) -> tuple[str, int] | None:
     schema = _check_environment(row[0], row[1], location)
     version = _version(row[2], location)
     _refuse_newer(version, location)
-    return schema, version
+    return schema, version, bool(row[3])
 
 
 def environment(conn: Connection, location: str) -> str:
