@@ -32,6 +32,7 @@ def table_suites() -> dict[str, TableSuite]:
         adapter,
         audit,
         console,
+        history,
         langgraph_async,
         langgraph_pages,
         latency,
@@ -44,7 +45,7 @@ def table_suites() -> dict[str, TableSuite]:
     )
 
     return {"lean": lean.table, "scaling": scaling.table, "latency": latency.run, "roundtrips": roundtrips.run,
-            "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run,
+            "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run, "history": history.run,
             "langgraph": adapter.run, "langgraph_pages": langgraph_pages.table,
             "langgraph_async": langgraph_async.table,
             "eviction": memory.eviction_table, "mcp": mcp.run, "startup": startup.table}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rotifer.memory import ManualClock, MemoryStore
-from rotifer.memory.audit_text import ENCODER, chain, line_hash
+from rotifer.memory.audit.text import ENCODER, chain, line_hash
 from rotifer.memory.transfer import move_agent
 
 from .report import format_seconds
@@ -32,11 +32,11 @@ TINY_SIZE = 2 << 20
 SIZE_ENV = "ROTIFER_BENCH_AUDIT_BYTES"
 
 COMMANDS = {
-    "verify": "from rotifer.memory.audit_verify import verify_agent as v; r = v(s, 'm'); "
+    "verify": "from rotifer.memory.audit.verify import verify_agent as v; r = v(s, 'm'); "
               "assert r.ok, r.message",
-    "show --limit 10": "from rotifer.memory.audit_history import audit_history as h; "
+    "show --limit 10": "from rotifer.memory.audit.history import audit_history as h; "
                        "assert len(list(h(s, 'm', limit=10))) == 10",
-    "show (all of m's lines)": "from rotifer.memory.audit_history import audit_history as h; "
+    "show (all of m's lines)": "from rotifer.memory.audit.history import audit_history as h; "
                                "assert sum(1 for _ in h(s, 'm')) > 1000",
 }
 

@@ -1,12 +1,13 @@
 """The console's pages for a big agent: p50 and p99 per page, SQLite and PostgreSQL.
 
 One agent of N entries written one by one through a gene's ``write_memory``
-(so its audit log holds N lines), and one of 10 for comparison, served by the real console app in a real
-uvicorn on loopback (a thread of this process), fetched over HTTP with the
-session cookie.  Pages: the agent's first page (newest first), a later page
-(its cursor), a category filter, the size sort (reads every entry's brief),
-the history page (reads the agent's whole log, as ``audit show`` does) and
-the overview.  The target is under 200 ms p99 for a page of entries.
+(so its audit log holds N lines), and one of 10 for comparison, served by the
+real console app in a real uvicorn on loopback (a thread of this process),
+fetched over HTTP with the session cookie.  Pages: the agent's first page
+(newest first), a later page (its cursor), a category filter, the size sort
+(reads every entry's brief), the history page and its picture (the agent's own
+lines, through the history index, as ``audit show`` reads them) and the
+overview.  The target is under 200 ms p99 for a page of entries.
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ def pages(served: Served) -> dict[str, str]:
             "agent page, key prefix": "/agents/big?prefix=k/00012",
             "agent page, key contains (scans until a page matches)": "/agents/big?q=0999",
             "agent page, sorted by size (reads every entry)": "/agents/big?sort=size",
-            "history page, newest 500 lines (reads the whole log)": "/agents/big/history",
-            "history picture (reads the whole log)": "/agents/big/history/chart",
+            "history page, newest 50 lines (the history index)": "/agents/big/history",
+            "history picture (the history index's rows)": "/agents/big/history/chart",
             "overview": "/"}
 
 

@@ -140,9 +140,11 @@ class PgPair:
         primary.sql(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
         primary.sql("SELECT pg_reload_conf()")
 
-    def url(self, dbname: str = "rotifer", **params: str) -> str:
+    def url(self, dbname: str = "rotifer", *, attrs: str = "read-write", **params: str) -> str:
+        """Both nodes in one libpq URL; ``attrs`` is its ``target_session_attrs``
+        (``read-write``: the primary; ``standby``, ``prefer-standby``: a standby)."""
         hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
-        query = "&".join(["target_session_attrs=read-write",
+        query = "&".join([f"target_session_attrs={attrs}",
                           *(f"{k}={v}" for k, v in params.items())])
         return f"postgresql://rotifer@{hosts}/{dbname}?{query}"
 

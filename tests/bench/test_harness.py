@@ -230,3 +230,14 @@ def test_the_startup_table_puts_every_command_beside_its_floor(tmp_path: Path) -
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     assert [row.split("`")[1] for row in rows] == list(startup.TARGETS)
     assert "| 1.00x | floor |" in rows[0]
+
+
+def test_history_suite_measures_the_pages_on_a_small_log(tmp_path: Path) -> None:
+    """``--only history`` with ``--tiny``: a log of 20,000 lines, the three pages
+    over HTTP, and the same 50 lines with and without the index (the suite
+    asserts that itself)."""
+    doc = tmp_path / "benchmarks.md"
+    assert main(["--tiny", "--only", "history", "--out", str(doc)]) == 0
+    text = doc.read_text()
+    assert "<!-- bench:history:begin" in text and "| chart of the big agent" in text
+    assert "20,010 lines" in text

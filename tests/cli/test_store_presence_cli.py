@@ -113,6 +113,8 @@ def _set_version(root: Path, version: int, *, drop_last_us: bool = False) -> Non
         if drop_last_us:  # the file as a rotifer before schema version 2 wrote it
             for column in ("last_us", "epoch", "head"):  # (epoch, head: version 3)
                 conn.execute(f"ALTER TABLE memory_agents DROP COLUMN {column}")
+            for table in ("memory_audit_index", "memory_audit_indexed"):  # (version 4)
+                conn.execute(f"DROP TABLE {table}")
         conn.execute(f"PRAGMA user_version = {version}")
     conn.close()
 

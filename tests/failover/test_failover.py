@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 from tests.pg_failover import PgPair
 from tests.pg_servers import find_pg_bindir
 

@@ -20,7 +20,7 @@ from langgraph.graph import START, StateGraph  # noqa: E402
 
 from rotifer.langgraph import RotiferStore  # noqa: E402
 from rotifer.memory import MemoryStore  # noqa: E402
-from rotifer.memory.audit_verify import verify_agent  # noqa: E402
+from rotifer.memory.audit.verify import verify_agent  # noqa: E402
 from tests.memory.conftest import StoreFactory  # noqa: E402
 from tests.memory.helpers import audit_lines, gene_id  # noqa: E402
 

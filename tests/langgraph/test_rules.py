@@ -12,7 +12,7 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp
 
 from rotifer.langgraph import NamespacePolicy, RotiferStore
 from rotifer.memory import AgentMemoryError, ErrorCode, ManualClock, MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 from tests.memory.conftest import StoreFactory
 from tests.memory.helpers import RETAIN_1_DAY, actions, audit_lines, gene_id
 

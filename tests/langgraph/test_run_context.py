@@ -15,7 +15,7 @@ from langgraph.graph import START, StateGraph
 
 from rotifer.langgraph import RotiferStore
 from rotifer.memory import MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 from tests.cli.helpers import add_gene, init_project, ok_here, wrap
 from tests.cli.test_memory_cli import MEMO
 

@@ -18,7 +18,7 @@ from langgraph.store.memory import InMemoryStore
 
 from rotifer.langgraph import RotiferStore
 from rotifer.memory import AgentMemoryError, Category, ErrorCode, ManualClock, MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 from tests.memory.conftest import StoreFactory
 from tests.memory.helpers import RETAIN_1_DAY, gene_id
 

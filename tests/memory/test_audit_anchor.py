@@ -19,8 +19,8 @@ import psycopg
 import pytest
 
 from rotifer.memory import ManualClock, MemoryStore
-from rotifer.memory.audit_text import ENCODER, chain
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.text import ENCODER, chain
+from rotifer.memory.audit.verify import verify_agent
 
 from .conftest import StoreFactory
 from .helpers import gene_id
@@ -114,7 +114,7 @@ def test_postgres_replays_its_own_copy_not_the_forged_file(
         store: MemoryStore, store_factory: StoreFactory, tmp_path: Path) -> None:
     """On PostgreSQL the history replayed is ``memory_audit``'s: a forged actor in
     the file changes nothing ``show`` or the replay sees."""
-    from rotifer.memory.audit_history import audit_history
+    from rotifer.memory.audit.history import audit_history
 
     log = tmp_path / ".rotifer" / "audit.jsonl"
     rewrite(log, forge_actor)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rotifer.memory import MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.context import audit_context, clean_context
 
 from .helpers import audit_lines, code_of, gene_id

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from rotifer.memory.audit import AuditLog
-from rotifer.memory.audit_text import line_hash
-from rotifer.memory.audit_verify import read_chained
+from rotifer.memory.audit.text import line_hash
+from rotifer.memory.audit.verify import read_chained
 
 
 def _line(n: int, agent: str = "a", seq: int | None = None) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from rotifer.memory.audit import AuditLog
-from rotifer.memory.audit_verify import read_chained
+from rotifer.memory.audit.verify import read_chained
 from rotifer.memory.signals import signals_deferred
 
 

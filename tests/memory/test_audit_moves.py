@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from rotifer.memory import AgentMemoryError, ManualClock, MemoryStore
-from rotifer.memory.audit_history import audit_history
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.history import audit_history
+from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.transfer import export_agent, import_agent, move_agent
 
 from .conftest import SchemaMaker

@@ -10,7 +10,7 @@ import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 from rotifer.memory.audit import DEFAULT_MAX_BYTES, MAX_BYTES_ENV, archives, max_bytes_from_env
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 
 from .conftest import StoreFactory
 from .helpers import gene_id

@@ -20,9 +20,9 @@ import pytest
 
 from bench.audit import append_noise
 from rotifer.memory import ManualClock, MemoryStore
-from rotifer.memory.audit_history import audit_history
-from rotifer.memory.audit_read import Scan
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.history import audit_history
+from rotifer.memory.audit.read import Scan
+from rotifer.memory.audit.verify import verify_agent
 
 from .helpers import gene_id
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rotifer.memory.audit_text import ENCODER, BriefTemplate, line_text
+from rotifer.memory.audit.text import ENCODER, BriefTemplate, line_text
 from rotifer.memory.backend import Brief
 from rotifer.memory.changes import Change
 from rotifer.memory.model import Category

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rotifer.memory import AgentMemoryError, ManualClock, MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.changes import Change, settle
 from rotifer.memory.clock import parse_time
 

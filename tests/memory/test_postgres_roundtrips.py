@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.backend import AgentRecord, Transaction
 from rotifer.memory.changes import Change
 from rotifer.memory.model import UNSET, Category, MemoryEntry

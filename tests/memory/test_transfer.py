@@ -31,7 +31,7 @@ from rotifer.memory import (
     ManualClock,
     MemoryStore,
 )
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.backend import Row
 from rotifer.memory.transfer import (
     FORMAT,

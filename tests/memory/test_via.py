@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from rotifer.memory import MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 
 from .conftest import StoreFactory
 

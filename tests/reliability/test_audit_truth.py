@@ -23,7 +23,7 @@ from rotifer.agents.build import wrap_gene
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.memory import MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.clock import parse_time
 
 from ..genes.helpers import write_gene

@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 from rotifer.memory import MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 
 from .helpers import (
     check_postgres,

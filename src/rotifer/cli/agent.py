@@ -329,6 +329,7 @@ def memory_list_command(ctx: click.Context, name: str, category: str | None,
     Agents(project).get(name)
     with project.open_store(name, create=False) as store:
         require_memory(store, name, project)
+        common.standby_note(store)
         # list() removes what has expired first, so the record read after it
         # gives the usage of exactly the entries listed.
         entries, next_after = store.deployer(name).page(category, after, limit)

@@ -5,7 +5,7 @@
   creators, the change number); exit 0 with a one-line summary when they
   agree, else ``AUDIT_MISMATCH: <the first disagreement>`` and exit 1.  Changes
   found logged but never committed (a writer that died) get their
-  ``rolled_back`` line.  See :mod:`rotifer.memory.audit_verify`.
+  ``rolled_back`` line.  See :mod:`rotifer.memory.audit.verify`.
 * ``agent audit show NAME [--key K] [--actor ID] [--since T] [--limit N] [--json]``
   prints the agent's committed history, newest first, across every store it
   has lived in.  No line holds a value; keys and other text a gene chose are
@@ -30,7 +30,7 @@ from . import common
 from .progress import ProgressBar, progress_bar
 
 if TYPE_CHECKING:
-    from rotifer.memory.audit_read import Scan
+    from rotifer.memory.audit.read import Scan
     from rotifer.memory.store import MemoryStore
 
 #: Rows of ``audit show``'s table whose widths set the columns' widths.
@@ -119,7 +119,7 @@ def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
                 ) -> list[dict[str, Any]]:
     """A deleted agent's lines; AGENT_NOT_FOUND when the log has none of it."""
     from rotifer.genes.errors import AgentNotFound
-    from rotifer.memory.audit_history import audit_history
+    from rotifer.memory.audit.history import audit_history
 
     kept = list(lines)
     if not kept and not any(True for _ in audit_history(store, name, limit=1)):
@@ -143,7 +143,7 @@ def verify_command(ctx: click.Context, name: str, quiet: bool) -> None:
         rotifer agent audit verify fmt
     """
     from rotifer.genes.errors import RotiferError
-    from rotifer.memory.audit_verify import verify_agent
+    from rotifer.memory.audit.verify import verify_agent
 
     progress, done = log_progress("verifying", quiet)
     try:
@@ -183,7 +183,7 @@ def show_command(ctx: click.Context, name: str, key: str | None, actor: str | No
     \b
         rotifer agent audit show fmt --key formatter/indent --since 2026-01-01 --limit 20
     """
-    from rotifer.memory.audit_history import audit_history
+    from rotifer.memory.audit.history import audit_history
     since_us = None if since is None else since_time(since)
     key = None if key is None else common.unshown(key)
     progress, done = log_progress("reading", quiet)

@@ -18,6 +18,7 @@ from rotifer.text import shown as shown
 
 if TYPE_CHECKING:
     from rotifer.agents.project import Project
+    from rotifer.memory import MemoryStore
 
 
 INPUT_HELP = "the input as JSON (- reads stdin, @FILE reads a file)"
@@ -217,6 +218,16 @@ TRUST_HELP = ("run a Python or Node gene uncontained (it can then reach all this
 
 def hint(text: str) -> None:
     click.echo(f"hint: {said(text)}", err=True)
+
+
+def standby_note(store: MemoryStore) -> None:
+    """Say on stderr when a read-only command reads a hot standby (the deployer
+    asked for one in the URL): what it shows may be behind the primary."""
+    delay = store.replay_delay()
+    if delay is not None:
+        click.echo(f"note: reading a hot standby of the memory database, {delay:.1f} s behind "
+                   "its primary (0: it has replayed all it received); changes need the "
+                   "primary", err=True)
 
 
 def log_sink(gene: str, line: str) -> None:

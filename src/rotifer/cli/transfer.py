@@ -223,8 +223,8 @@ HISTORY_LINES = 100_000
 def _history(store: MemoryStore, name: str) -> list[dict[str, Any]] | None:
     """The agent's committed audit lines, oldest first, for the export to carry
     (None when there are more than :data:`HISTORY_LINES` or the log cannot be read)."""
-    from rotifer.memory.audit_history import audit_history
-    from rotifer.memory.audit_read import LogProblem
+    from rotifer.memory.audit.history import audit_history
+    from rotifer.memory.audit.read import LogProblem
 
     try:
         newest = list(audit_history(store, name, limit=HISTORY_LINES + 1))
@@ -238,7 +238,7 @@ def _carry_history(store: MemoryStore, name: str, file: Path) -> None:
     import's own lines, when the log holds none of the agent's lines yet (an
     import into another project): ``audit show`` then starts at seq 1.  The
     lines are the agent's own (checked when the file was read), re-chained."""
-    from rotifer.memory.audit_history import audit_history
+    from rotifer.memory.audit.history import audit_history
     from rotifer.memory.transfer.document import open_document
 
     if any(True for _ in audit_history(store, name, limit=1)):

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rotifer.memory.audit_replay import ENDS, REMOVES, SETS
+from rotifer.memory.audit.actions import ENDS, REMOVES, SETS
+from rotifer.memory.audit.history import Step
 from rotifer.memory.clock import format_time, parse_time
 from rotifer.memory.model import Category
 from rotifer.text import human_size
@@ -37,38 +38,56 @@ class Point:
 
 def series(lines: Iterable[Mapping[str, Any]]) -> list[Point]:
     """Bytes per category after each line that changes them, oldest first."""
-    sizes: dict[str, tuple[Category, int]] = {}
-    now: dict[Category, int] = dict.fromkeys(Category, 0)
-    out: list[Point] = []
+    steps: list[Step] = []
     for line in lines:
-        action = line.get("action")
-        key = line.get("key")
         try:
             at = parse_time(str(line.get("ts")))
         except ValueError:
             continue
+        category = line.get("category")
+        steps.append((at, str(line.get("action")), line.get("key"),
+                      category if isinstance(category, str) else None,
+                      int(line.get("bytes") or 0)))
+    return series_of(steps)
+
+
+def series_of(steps: Iterable[Step], most: int | None = None) -> list[Point]:
+    """:func:`series` of the steps :func:`~rotifer.memory.audit.history.usage_steps`
+    gives (a key may be its hash there: only its identity counts); with ``most``,
+    already reduced as :func:`buckets` reduces it (only the points kept are made:
+    a history of 100,000 lines is drawn from 360)."""
+    order = list(Category)
+    index = {c.value: n for n, c in enumerate(order)}
+    sizes: dict[object, tuple[int, int]] = {}
+    now = [0] * len(order)
+    raw: list[tuple[int, tuple[int, ...]]] = []
+    for at, action, key, text, size in steps:
         if action in ENDS:
             sizes.clear()
-            now = dict.fromkeys(Category, 0)
-        elif action in SETS and isinstance(key, str):
-            try:
-                category = Category(str(line.get("category")))
-            except ValueError:
+            now = [0] * len(order)
+        elif action in SETS and key is not None:
+            n = index.get(text) if isinstance(text, str) else None
+            if n is None:
                 continue
             old = sizes.get(key)
             if old is not None:
                 now[old[0]] -= old[1]
-            size = int(line.get("bytes") or 0)
-            sizes[key] = (category, size)
-            now[category] += size
-        elif action in REMOVES and isinstance(key, str):
-            old = sizes.pop(key, None)
-            if old is not None:
-                now[old[0]] -= old[1]
+            sizes[key] = (n, size)
+            now[n] += size
+        elif action in REMOVES and key is not None:
+            gone = sizes.pop(key, None)
+            if gone is not None:
+                now[gone[0]] -= gone[1]
         else:
             continue
-        out.append(Point(at, dict(now)))
-    return out
+        raw.append((at, tuple(now)))
+    if most is not None and len(raw) > most:
+        start, span = raw[0][0], max(raw[-1][0] - raw[0][0], 1)
+        kept: dict[int, tuple[int, tuple[int, ...]]] = {}
+        for point in raw:
+            kept[min(most - 1, (point[0] - start) * most // span)] = point
+        raw = list(kept.values())
+    return [Point(at, dict(zip(order, values, strict=True))) for at, values in raw]
 
 
 def buckets(points: list[Point], most: int = BUCKETS) -> list[Point]:

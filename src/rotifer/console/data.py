@@ -6,9 +6,15 @@ the project's, as the CLI opens it; never created), entries from
 :mod:`rotifer.memory.browse`, history from the function ``audit show`` uses and
 the check from the one ``audit verify`` uses.  No SQL here.
 
-Stores are opened once per memory URL and kept for the console's run; one lock
-serialises the console's use of them (one deployer at a browser: simpler than
-reasoning about every backend's threads, and a page waits at most for another).
+Stores are opened once per memory URL and kept for the console's run; a lock
+guards only that table of stores, not their use: each backend serialises its
+own connection's transactions (SQLite: one short transaction at a time per
+store; PostgreSQL: a pool), so pages are served concurrently and a slow one
+holds no other.  Histories and the chart read the history index
+(:mod:`rotifer.memory.audit.index`): the agent's own lines, not the shared log.
+The one long piece of work, ``verify``, reads the whole log: it runs on a
+store of its own (its own connection, so the pages' store is never held by
+it), and reports how far it got (:meth:`ConsoleData.verify_progress`).
 """
 
 from __future__ import annotations
@@ -22,8 +28,11 @@ from urllib.parse import urlencode
 
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import require_memory
+from rotifer.console.chart import BUCKETS, MARKS, Point, series_of
 from rotifer.memory import Category, MemoryStore
-from rotifer.memory.audit_history import audit_history
+from rotifer.memory.audit.history import AuditLine, audit_history, usage_steps
+from rotifer.memory.audit.read import Scan
+from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.browse import CategoryUsage, EntryInfo, Page, Sort, usage_by_category
 
 if TYPE_CHECKING:
@@ -70,6 +79,11 @@ class ConsoleData:
         #: (its next_seq and used bytes are the cache key).
         self._usage: dict[str, tuple[tuple[int, int], dict[Category, CategoryUsage]]] = {}
         self.verified: dict[str, Verified] = {}
+        #: The chart's points of each agent, with the (epoch, next_seq) they were drawn at.
+        self._charts: dict[str, tuple[tuple[str, int],
+                                      tuple[list[Point], list[tuple[int, str]]]]] = {}
+        #: agent -> (bytes read, bytes in all) while its verify runs.
+        self._progress: dict[str, tuple[int, int]] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -79,8 +93,8 @@ class ConsoleData:
 
     @contextmanager
     def store(self, agent: str) -> Iterator[MemoryStore]:
-        """``agent``'s store, holding the console's lock; AGENT_NOT_FOUND or
-        MEMORY_STORAGE_ERROR as the CLI says them."""
+        """``agent``'s store (the lock is held only to find or open it);
+        AGENT_NOT_FOUND or MEMORY_STORAGE_ERROR as the CLI says them."""
         self.agents.get(agent)
         url = self.project.memory_url(agent)
         with self._lock:
@@ -88,12 +102,58 @@ class ConsoleData:
             if store is None:
                 store = self.project.open_store(agent, create=False)
                 self._stores[url] = store
-            require_memory(store, agent)
-            yield store
+        require_memory(store, agent)
+        yield store
 
     def run(self, agent: str, work: Callable[[MemoryStore], _T]) -> _T:
         with self.store(agent) as store:
             return work(store)
+
+    def history(self, agent: str, **query: Any) -> list[AuditLine]:
+        """``audit show``'s lines (newest first) for the history page."""
+        return self.run(agent, lambda store: list(audit_history(store, agent, **query)))
+
+    def chart_points(self, agent: str) -> tuple[list[Point], list[tuple[int, str]]]:
+        """What the chart draws (from the history index when it is usable): the
+        usage points and the marks (evictions, expiries), kept until the agent
+        changes: its epoch and change number are the cache key, as for the usage
+        by category (lines that change nothing, refusals, do not move the chart)."""
+        def work(store: MemoryStore) -> tuple[list[Point], list[tuple[int, str]]]:
+            record = store.agent_record(agent)
+            version = (record.epoch, record.next_seq)
+            cached = self._charts.get(agent)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            steps = usage_steps(store, agent)
+            drawn = (series_of(steps, BUCKETS),
+                     [(step[0], MARKS[step[1]]) for step in steps if step[1] in MARKS])
+            self._charts[agent] = (version, drawn)
+            return drawn
+
+        return self.run(agent, work)
+
+    def verify(self, agent: str) -> Verified:
+        """``audit verify`` on a store opened for it alone (the pages' store is not
+        held meanwhile); :meth:`verify_progress` says how far it got."""
+        self.agents.get(agent)
+        self._progress[agent] = (0, 0)
+        try:
+            with self.project.open_store(agent, create=False) as store:
+                require_memory(store, agent)
+
+                def report(stats: Scan) -> None:
+                    self._progress[agent] = (stats.done, stats.total)
+
+                result = verify_agent(store, agent, progress=report)
+                verified = Verified(result.ok, result.message, store.clock.now_us())
+        finally:
+            self._progress.pop(agent, None)
+        self.verified[agent] = verified
+        return verified
+
+    def verify_progress(self, agent: str) -> tuple[int, int] | None:
+        """(bytes read, bytes in all) of the verify running for ``agent``, if one is."""
+        return self._progress.get(agent)
 
     def gene_names(self) -> dict[str, str]:
         """v2 id -> gene name, from the project's registry."""

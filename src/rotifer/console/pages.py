@@ -89,9 +89,11 @@ def agent(request: Request) -> Response:
     view = read_listing(data_of(request), name, listing)
     fragment = "entries.html" if swaps(request, "entries") else "agent.html"
     message = None if fragment == "entries.html" else session_of(request).pop_flash()
+    # A hot standby (the deployer's URL asked for one): how far behind it is.
+    standby = data_of(request).run(name, lambda store: store.replay_delay())
     return render(request, fragment, view=view, listing=listing,
                   names=data_of(request).gene_names(), message=message,
-                  matched=listing.matched(view))
+                  matched=listing.matched(view), standby=standby)
 
 
 @endpoint
@@ -179,7 +181,7 @@ def _cell(value: object) -> object:
 
 
 def history_lines(request: Request, names: dict[str, str]
-                  ) -> tuple[list[dict[str, Any]], int, int | None]:
+                  ) -> tuple[list[dict[str, Any]], int, int]:
     """The history page's lines for its filters (newest first; up to the page
     shown and one more without an ``until``), its ``skip`` and how many it asked."""
     name = request.path_params["name"]
@@ -190,11 +192,10 @@ def history_lines(request: Request, names: dict[str, str]
         actor = ids[0] if len(ids) == 1 else actor
     since, until = _time(q.get("since"), "since"), _time(q.get("until"), "until")
     skip = int(q["skip"]) if q.get("skip", "").isdigit() else 0
-    # Without an until bound only the lines shown (and one more) are asked for.
-    most = None if until is not None else skip + HISTORY_ROWS + 1
-    lines = audit_lines(data_of(request), name, key, actor=actor, since_us=since, limit=most)
-    if until is not None:
-        lines = [ln for ln in lines if _ts(ln) < until]
+    # Only the lines shown (and one more) are asked for.
+    most = skip + HISTORY_ROWS + 1
+    lines = data_of(request).history(name, key=key, actor=actor, since_us=since,
+                                     until_us=until, limit=most, rolled_back=True)
     return lines, skip, most
 
 
@@ -211,7 +212,7 @@ def history(request: Request) -> Response:
         if skip + HISTORY_ROWS < len(lines) else None
     newer = {**base, "skip": str(max(0, skip - HISTORY_ROWS))} if skip else None
     return render(request, fragment, name=name, lines=shown_lines,
-                  matched=len(lines) if most is None or len(lines) < most else None,
+                  matched=len(lines) if len(lines) < most else None,
                   skip=skip, older=older, newer=newer, highlight=HIGHLIGHT, names=names,
                   q={k: q.get(k, "") for k in ("key", "actor", "since", "until")},
                   export_query=f"?{request.url.query}" if request.url.query else "")
@@ -237,13 +238,9 @@ def history_export(request: Request) -> Response:
 def history_chart(request: Request) -> Response:
     name = request.path_params["name"]
     data = data_of(request)
-    lines = audit_lines(data, name, None, rolled_back=False)
-    lines.reverse()
+    points, marks = data.chart_points(name)
     _, quota, _ = data.usage(name)
-    marks = [(_ts(ln), chart.MARKS[str(ln.get("action"))]) for ln in lines
-             if ln.get("action") in chart.MARKS]
-    return render(request, "chart.html",
-                  picture=chart.svg(chart.series(lines), quota, marks))
+    return render(request, "chart.html", picture=chart.svg(points, quota, marks))
 
 
 def _category(text: str) -> Category:

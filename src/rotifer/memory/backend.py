@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .clock import Clock
 from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
+
+if TYPE_CHECKING:
+    from .audit.index import IndexRow
 
 #: The largest page ``iter_newest`` fetches (its pages start at ``first`` rows,
 #: a query's limit, and double up to this).  A query whose answer lies within
@@ -48,10 +51,10 @@ class AgentRecord(NamedTuple):
     #: Which memory of the agent this is: a random id given when it was created
     #: here (``agent create``, ``import``, ``move``); its changes' audit lines
     #: carry it (``""``: made before issue 22, lines without it).  See
-    #: :mod:`rotifer.memory.audit_lineage`.
+    #: :mod:`rotifer.memory.audit.lineage`.
     epoch: str = ""
     #: The anchor: the hash of the last audit line of the agent's last committed
-    #: change, committed with it (``""``: none yet).  See :mod:`rotifer.memory.audit_verify`.
+    #: change, committed with it (``""``: none yet).  See :mod:`rotifer.memory.audit.verify`.
     head: str = ""
 
 
@@ -265,6 +268,50 @@ class Transaction(Protocol):
         only record)."""
         ...
 
+    def index_lines(self, rows: list[tuple[Any, ...]]) -> None:
+        """Add rows to the history index (:mod:`rotifer.memory.audit.index`) in
+        this transaction; a row already there is kept."""
+        ...
+
+    def index_entries(self, agent_id: str) -> list[IndexRow]:
+        """The agent's index rows, in log order (:data:`~.audit.index.ENTRY_COLUMNS`)."""
+        ...
+
+    def index_summary(self, agent_id: str) -> list[tuple[Any, ...]]:
+        """Per epoch of the agent's rows: (epoch, newest committed change, newest seq)."""
+        ...
+
+    def index_of_action(self, agent_id: str, action: str) -> list[IndexRow]:
+        """The agent's rows of one action, in log order."""
+        ...
+
+    def index_page(self, agent_id: str, before: tuple[int, int], since_us: int, until_us: int,
+                   without: str, key_hash: int | None, limit: int) -> list[IndexRow]:
+        """At most ``limit`` rows placed before ``before`` (file, offset), newest
+        first: at or after ``since_us`` and before ``until_us``, not of action
+        ``without``, of ``key_hash`` unless it is ``None``."""
+        ...
+
+    def index_steps(self, agent_id: str) -> list[tuple[Any, ...]]:
+        """(ts_us, action, key_hash, category, nbytes) of the rows the chart follows."""
+        ...
+
+    def indexed(self, agent_id: str) -> tuple[str, bool] | None:
+        """The epoch whose whole history the index holds for the agent, and whether
+        every numbered row is that history's (``simple``), if the index is whole."""
+        ...
+
+    def set_indexed(self, agent_id: str, epoch: str, simple: bool,
+                    rows: list[tuple[Any, ...]] | None = None) -> None:
+        """Mark the index whole for the agent's memory ``epoch``; with ``rows``,
+        first replace every row of the agent by them (a rebuild; ``[]``: a new
+        memory, whose history starts here)."""
+        ...
+
+    def index_last_committed(self, agent_id: str) -> int | None:
+        """The number of the newest indexed change of the agent (not a ``rolled_back`` line)."""
+        ...
+
     def sum_sizes(self, agent_id: str) -> int:
         """Recount the bytes of an agent's entries (for checks, not hot paths)."""
         ...
@@ -300,6 +347,9 @@ class Backend(Protocol):
     #: PostgreSQL repeated round trips (a write that evicts 3 -> 5, a read that
     #: notes a new reader 2 -> 3), so PostgreSQL says no.
     lean_paths: bool = True
+    #: A hot standby (PostgreSQL in recovery, reached because the URL asked for
+    #: one): it answers reads, possibly behind its primary, and takes no change.
+    read_only: bool = False
 
     def read(self) -> AbstractContextManager[Transaction]:
         """A read-only transaction that sees one consistent snapshot."""

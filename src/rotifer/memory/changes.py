@@ -23,7 +23,7 @@ transaction:
   the log's hash chain, every line before it) is committed with the change as
   the agent's ``head``, by the same ``update_agent`` statement: it runs just
   after the append, still before the commit.  ``audit verify`` checks that the
-  log's chain ends where the store says (see :mod:`rotifer.memory.audit_verify`).
+  log's chain ends where the store says (see :mod:`rotifer.memory.audit.verify`).
 * Its audit lines, appended before the commit (write-ahead).  If the
   transaction then does not commit -- an exception, a deadline or Ctrl-C
   landing anywhere, a commit that fails, a lost connection -- the caller
@@ -35,13 +35,17 @@ transaction:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .audit import AuditLog, encode_lines, rolled_back_line
-from .audit_text import HEAD, BriefTemplate, line_text
+from .audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
+from .audit.file import Placed
+from .audit.index import rows_for
+from .audit.text import HEAD, BriefTemplate, audit_line, line_text
 from .backend import Backend, Brief, Row, Transaction
 from .clock import Clock, format_time
 from .context import AUDIT_CONTEXT
@@ -103,18 +107,13 @@ class Change:
         who = actor if actor is not None else self.actor
         cat = None if category is None else category.value
         eid = None if key is None or self.agent_id is None else entry_id(self.agent_id, key)
-        entry = {"ts": ts, "agent": self.agent_id, "action": action, "key": key,
-                 "category": cat, "actor": who, "bytes": nbytes, "entryId": eid}
         if extra and not HEAD_FIELDS.isdisjoint(extra):
             raise ValueError(f"an audit line's extra fields repeat {sorted(HEAD_FIELDS & set(extra))}")
         context = AUDIT_CONTEXT.get()
         if context is not None and "context" not in extra:
             extra["context"] = context  # the run it was made for (memory/context.py)
-        entry.update(extra)
-        if self.epoch:
-            entry["epoch"] = self.epoch
-        if self.seq is not None:
-            entry["seq"] = self.seq
+        entry = audit_line(ts, self.agent_id, action, key, cat, who, nbytes, eid, extra,
+                           self.seq, self.epoch)
         self.lines.append(entry)
         self.texts.append(line_text(ts, self.agent_id, action, key, cat, who, nbytes, eid, extra,
                                     self.seq, self.epoch))
@@ -127,7 +126,7 @@ class Change:
 
         What it saves: the fields all of them share (time, agent, action,
         actor, ``shared``, epoch, seq) are formatted once instead of per line
-        (:class:`~rotifer.memory.audit_text.BriefTemplate`), and the rest is
+        (:class:`~rotifer.memory.audit.text.BriefTemplate`), and the rest is
         done a field at a time over all the entries (``zip(*briefs)``, the
         ids by :func:`~rotifer.memory.model.entry_ids`, each kind of part in
         one comprehension): a write that evicts 100 entries spends ~1.5-2 µs a
@@ -149,12 +148,8 @@ class Change:
         seq, epoch = self.seq, self.epoch
         values = [_VALUES[c] for c in categories]
         ids = entry_ids(agent, keys)
-        sample = {"ts": ts, "agent": agent, "action": action, "key": "", "category": "",
-                  "actor": who, "bytes": 0, "entryId": "", "createdBy": "", **shared}
-        if epoch:
-            sample["epoch"] = epoch
-        if seq is not None:
-            sample["seq"] = seq
+        sample = audit_line(ts, agent, action, "", "", who, 0, "", {"createdBy": "", **shared},
+                            seq, epoch)
         self.lines += [_brief_line(sample, key, value, size, eid, creator)
                        for key, value, size, eid, creator
                        in zip(keys, values, sizes, ids, creators, strict=True)]
@@ -163,7 +158,7 @@ class Change:
 
     def refuse(self, error: AgentMemoryError, operation: str, key: str | None,
                category: Category | None, nbytes: int = 0) -> None:
-        action = "quota_exceeded" if error.code is ErrorCode.QUOTA_EXCEEDED else "access_denied"
+        action = QUOTA_EXCEEDED if error.code is ErrorCode.QUOTA_EXCEEDED else ACCESS_DENIED
         self.line(action, key, category, nbytes, operation=operation, code=error.code.value,
                   reason=error.message)
         self.error = error
@@ -195,10 +190,22 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
     encoded = change.texts if change is not None and change.lines is lines \
         else encode_lines(lines)
     tx.log_lines(agent_id, seq, encoded)
-    head = audit.write(lines, encoded)
+    placed: Placed = []
+    head = audit.write(lines, encoded, placed)
+    tx.index_lines(rows_for(agent_id, placed))  # committed with the anchor, or not at all
     if change is not None:
         change.appended = True
     return head
+
+
+def index_outside(backend: Backend, agent_id: str | None, placed: Placed) -> None:
+    """Index lines appended outside any change (a refusal, an export, a
+    ``rolled_back`` line) in a transaction of their own; best effort: a line
+    missed here is put back by ``audit verify`` (see :mod:`.audit.index`)."""
+    if agent_id is None or not placed:
+        return
+    with contextlib.suppress(Exception), backend.write(agent_id) as tx:
+        tx.index_lines(rows_for(agent_id, placed))
 
 
 def committed(backend: Backend, agent_id: str, seq: int, removes_agent: bool = False) -> bool:
@@ -233,7 +240,10 @@ def settle(backend: Backend, audit: AuditLog, clock: Clock, change: Change,
             reason = f"not committed: MemoryError {exc.code.value}"
         else:
             reason = f"not committed: {type(exc).__name__}"
+        placed: Placed = []
         audit.write([rolled_back_line(format_time(clock.now_us()), change.agent_id,
-                                      change.seq, reason, change.actor, change.epoch)])
+                                      change.seq, reason, change.actor, change.epoch)],
+                    placed=placed)
+        index_outside(backend, change.agent_id, placed)
     except Exception:
         pass

@@ -13,6 +13,8 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .audit import DEPLOYER, AuditLog
+from .audit.actions import ACCESS_DENIED, DEPLOYER_DELETE
+from .audit.text import audit_line
 from .backend import NEWEST_PAGE, AgentRecord, Row, Transaction
 from .changes import Change, to_entry
 from .clock import format_time
@@ -57,9 +59,11 @@ class DeployerMemory:
         if key_prefix is not None and not isinstance(key_prefix, str):
             raise invalid("keyPrefix must be a string")
         self.store.purge_expired(self.agent_id)
+        now = self.store.clock.now_us()  # a read-only standby cannot purge: hide them here
         with self.store.backend.read() as tx:
             return [to_entry(r) for r in tx.iter_newest(self.agent_id, category=wanted,
-                                                         key_prefix=key_prefix)]
+                                                         key_prefix=key_prefix)
+                    if r.expires_us is None or r.expires_us > now]
 
     def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
              count: int | None) -> builtins.list[T]:
@@ -199,7 +203,7 @@ def _amount(count: int, size: int) -> str:
 def _deployer_delete(tx: Transaction, record: AgentRecord, change: Change,
                      rows: list[Row]) -> int:
     for row in rows:
-        change.line("deployer_delete", row.key, row.category, row.size, createdBy=row.created_by)
+        change.line(DEPLOYER_DELETE, row.key, row.category, row.size, createdBy=row.created_by)
     if rows:
         tx.delete(record.agent_id, [r.key for r in rows])
         change.used = record.used_bytes - sum(r.size for r in rows)
@@ -222,10 +226,10 @@ class DeniedMemory:
             from .clock import SystemClock
 
             ts = format_time(SystemClock().now_us())
-            line = {"ts": ts, "agent": None, "action": "access_denied",
-                    "key": key if isinstance(key, str) else None, "category": None,
-                    "actor": self.actor, "bytes": 0, "entryId": None, "operation": operation,
-                    "code": error.code.value, "reason": self.reason}
+            line = audit_line(ts, None, ACCESS_DENIED, key if isinstance(key, str) else None,
+                              actor=self.actor, extra={"operation": operation,
+                                                       "code": error.code.value,
+                                                       "reason": self.reason})
             try:
                 self.audit.write([line])
             finally:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
+from .audit.actions import DELETE, EVICT, UPDATE, WRITE
 from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
 from .changes import Change, to_entry
 from .errors import AgentMemoryError, ErrorCode, denied, invalid
@@ -217,7 +218,7 @@ class GeneMemory:
                     "write", key, cat, size)
                 return None
             for category, victims in taken:  # each line before its entry goes
-                change.brief_lines("evict", victims, forKey=key)
+                change.brief_lines(EVICT, victims, forKey=key)
                 tx.evict(self.agent_id, category, victims, key)
             used -= freed
 
@@ -235,7 +236,7 @@ class GeneMemory:
         extra: dict[str, Any] = {} if old is None else {"previousBytes": old_size}
         if self.via is not None:
             extra["via"] = self.via
-        change.line("write" if old is None else "update", key, cat, size, **extra)
+        change.line(WRITE if old is None else UPDATE, key, cat, size, **extra)
         tx.put(row)
         change.used = used
         return to_entry(row)
@@ -322,9 +323,9 @@ class GeneMemory:
                 "delete", key, row.category)
             return
         if self.via is not None:
-            change.line("delete", key, row.category, row.size, via=self.via)
+            change.line(DELETE, key, row.category, row.size, via=self.via)
         else:
-            change.line("delete", key, row.category, row.size)
+            change.line(DELETE, key, row.category, row.size)
         tx.delete(self.agent_id, [key])
         change.used = record.used_bytes - row.size
 

@@ -26,7 +26,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from .audit_text import line_text
+from .audit.actions import UPDATE, WRITE
+from .audit.file import Placed
+from .audit.index import rows_for
+from .audit.text import audit_line, line_text
 from .backend import NEWEST_PAGE, new_row
 from .changes import Change, settle
 from .clock import format_time
@@ -145,7 +148,7 @@ def write_lean(view: GeneMemory, key: object, value: object, category: object,
                           access, retention, expires_at(now, retention, data_policy), seq)
             ts = format_time(now)
             eid = entry_id(agent, key)
-            action = "write" if old is None else "update"
+            action = WRITE if old is None else UPDATE
             cat_text: str = cat._value_
             extra: dict[str, Any] = {} if old is None else {"previousBytes": old_size}
             if view.via is not None:
@@ -153,19 +156,17 @@ def write_lean(view: GeneMemory, key: object, value: object, category: object,
             context = AUDIT_CONTEXT.get()
             if context is not None:
                 extra["context"] = context  # as Change.line adds it
-            line = {"ts": ts, "agent": agent, "action": action, "key": key,
-                    "category": cat_text, "actor": gene, "bytes": size, "entryId": eid,
-                    **extra}
-            if epoch:
-                line["epoch"] = epoch
-            line["seq"] = seq
+            line = audit_line(ts, agent, action, key, cat_text, gene, size, eid, extra, seq,
+                              epoch)
             text = line_text(ts, agent, action, key, cat_text, gene, size, eid, extra, seq,
                              epoch)
             tx.put(row)
             logged = True
             texts = [text]
             tx.log_lines(agent, seq, texts)
-            head = store.audit.write([line], texts)
+            placed: Placed = []
+            head = store.audit.write([line], texts, placed)
+            tx.index_lines(rows_for(agent, placed))
             appended = True
             tx.update_agent(agent, used, seq + 1, now, head)
     except _GoFull:

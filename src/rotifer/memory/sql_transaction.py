@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar, NamedTuple
 
+from .audit.actions import ROLLED_BACK
+from .audit.index import CHART_ACTIONS, IndexRow, IndexSql
 from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
 from .model import Category
 from .rows import decode_agent, decode_brief
@@ -105,6 +107,29 @@ class SqlTransaction(Transaction):
     __slots__ = ()
 
     sql: ClassVar[Statements]
+    index_sql: ClassVar[IndexSql]
+
+    # -- the history index's reads (see rotifer.memory.audit.index) ---------------
+
+    def index_summary(self, agent_id: str) -> list[tuple[Any, ...]]:
+        return self._all(self.index_sql.summary, (ROLLED_BACK, agent_id))
+
+    def index_of_action(self, agent_id: str, action: str) -> list[IndexRow]:
+        return self._all(self.index_sql.of_action, (agent_id, action))
+
+    def index_page(self, agent_id: str, before: tuple[int, int], since_us: int, until_us: int,
+                   without: str, key_hash: int | None, limit: int) -> list[IndexRow]:
+        file_no, off = before
+        return self._all(self.index_sql.page, (agent_id, file_no, file_no, off, since_us,
+                                               until_us, without, key_hash is None, key_hash,
+                                               limit))
+
+    def index_last_committed(self, agent_id: str) -> int | None:
+        row = self._one(self.index_sql.last, (agent_id, ROLLED_BACK))
+        return None if row is None else int(row[0])
+
+    def index_steps(self, agent_id: str) -> list[tuple[Any, ...]]:
+        return self._all(self.index_sql.steps, (agent_id, *CHART_ACTIONS))
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         raise NotImplementedError

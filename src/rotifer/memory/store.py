@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from .audit import DEPLOYER, AuditLog
+from .audit.actions import ACCESS_DENIED, DROP_AGENT, EXPIRE
+from .audit.file import Placed
 from .backend import AgentRecord, Backend, Transaction
-from .changes import Change, log_change, new_epoch, settle, to_entry
+from .changes import Change, index_outside, log_change, new_epoch, settle, to_entry
 from .clock import Clock, SystemClock
 from .deployer_memory import DeniedMemory, DeployerMemory
 from .errors import AgentMemoryError, ErrorCode, denied, invalid, storage
@@ -109,7 +111,11 @@ class MemoryStore:
         with self.backend.write(agent_id) as tx:
             if tx.get_agent(agent_id) is not None:
                 raise invalid(f"agent {agent_id!r} already has a memory")
-            tx.insert_agent(AgentRecord(agent_id, quota_bytes, policy, 0, 1, 0, new_epoch()))
+            epoch = new_epoch()
+            tx.insert_agent(AgentRecord(agent_id, quota_bytes, policy, 0, 1, 0, epoch))
+            # A new memory: its history starts in the index (rows of an earlier
+            # memory of the same name are not its history: they go).
+            tx.set_indexed(agent_id, epoch, True, [])
 
     def has_agent(self, agent_id: str) -> bool:
         with self.backend.peek() as tx:
@@ -141,7 +147,7 @@ class MemoryStore:
                 if record is None:
                     return
                 self._begin(change, record)
-                change.line("drop_agent", None, None, record.used_bytes,
+                change.line(DROP_AGENT, None, None, record.used_bytes,
                             entries=tx.count(agent_id))
                 log_change(tx, self.audit, agent_id, record.next_seq,
                            change.lines, change)
@@ -153,9 +159,26 @@ class MemoryStore:
     def for_gene(self, agent_id: str, gene_id: str | None, domain: str | None, *,
                  via: str | None = None) -> GeneMemory:
         """The view a gene gets as ``ctx.memory``; ``gene_id=None`` is refused everything.
-        ``via`` (e.g. ``"mcp"``) is written into the audit lines of its writes and deletes."""
+        ``via`` (e.g. ``"mcp"``) is written into the audit lines of its writes and deletes.
+
+        Never on a read-only standby: a gene must read what it wrote, and a
+        standby may be behind (MEMORY_STORAGE_ERROR naming it)."""
+        if self.backend.read_only:
+            raise storage(f"the memory database at {self.backend.location} is a read-only "
+                          "standby: genes run on the primary only (a URL with "
+                          "target_session_attrs=read-write), so that they read what they wrote")
         record = self.agent_record(agent_id)
         return GeneMemory(self, agent_id, gene_id, domain, record.data_policy, via)
+
+    def replay_delay(self) -> float | None:
+        """Reading a hot standby: how far behind it is, in seconds (see
+        :meth:`rotifer.memory.postgres.PostgresBackend.replay_delay`); None on a
+        primary or SQLite."""
+        if not self.backend.read_only:
+            return None
+        # Only a PostgreSQL backend can be read-only; the interface stays small.
+        delay: float | None = getattr(self.backend, "replay_delay")()  # noqa: B009
+        return delay
 
     def deployer(self, agent_id: str) -> DeployerMemory:
         self.agent_record(agent_id)
@@ -226,7 +249,7 @@ class MemoryStore:
         expired = list(tx.iter_expired(record.agent_id, clock_now))
         if not expired:
             return record
-        change.brief_lines("expire", expired, actor="retention")
+        change.brief_lines(EXPIRE, expired, actor="retention")
         tx.delete(record.agent_id, [b.key for b in expired])
         change.used = record.used_bytes - sum(b.size for b in expired)
         return record._replace(used_bytes=change.used)
@@ -246,7 +269,11 @@ class MemoryStore:
         return opened is not None and not opened[1] and opened[2] is None
 
     def purge_expired(self, agent_id: str) -> None:
-        """Remove (and audit) whatever has expired, if anything has."""
+        """Remove (and audit) whatever has expired, if anything has.  Not on a
+        read-only standby: expired entries are invisible there all the same, and
+        the primary purges them on its next call."""
+        if self.backend.read_only:
+            return
         if self.has_expired(agent_id, self.clock.now_us()):
             self.change(agent_id, "retention", lambda tx, record, change: None)
 
@@ -260,13 +287,15 @@ class MemoryStore:
         change.refuse(error, operation, key if isinstance(key, str) else None, None)
         if via is not None:
             change.lines[-1]["via"] = via
-        self.audit.write(change.lines)
+        placed: Placed = []
+        self.audit.write(change.lines, placed=placed)
+        index_outside(self.backend, agent_id, placed)
         self._telemetry_denied(change)
         return error
 
     def _telemetry_denied(self, change: Change) -> None:
         for line in change.lines:
-            if line["action"] == "access_denied":
+            if line["action"] == ACCESS_DENIED:
                 self.audit.telemetry({
                     "ts": line["ts"], "event": "memory_access_denied", "agent": line["agent"],
                     "operation": line.get("operation"), "actor": line["actor"],

@@ -14,6 +14,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
+from psycopg import errors as pg_errors
 
 from ..backend import Backend
 from ..errors import AgentMemoryError, storage
@@ -31,6 +32,12 @@ from .rows import storable
 from .settings import LOCK_TIMEOUT_MS, first_line
 from .transaction import LOCK_AGENT_SQL, Cursor, PostgresTransaction, Statement, pipelined
 from .watchdog import WATCHDOG
+
+#: How far a hot standby is behind, the usual way: 0 when it has replayed all the
+#: WAL it received, else the age of the last transaction it replayed.
+REPLAY_DELAY_SQL = ("SELECT CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() "
+                    "THEN 0 ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) "
+                    "END")
 
 
 class PostgresBackend(Backend):
@@ -85,7 +92,25 @@ class PostgresBackend(Backend):
         self.connections.rollback(conn)
         if self.connections.give_back(conn):
             return self.connections.timed_out()
+        if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+            return storage(f"the memory database at {self.location} is a read-only standby: "
+                           "changes need the primary (a URL with "
+                           "target_session_attrs=read-write)")
         return storage(f"{what}: {first_line(exc)}")
+
+    def replay_delay(self) -> float | None:
+        """On a hot standby: seconds since the last change it replayed was made on
+        the primary (0 when it has replayed all it received and the primary has
+        been idle since); None on a primary.  What a page reading a standby shows."""
+        if not self.read_only:
+            return None
+        conn = self.connections.take(self._deadline(), ping=True)
+        try:
+            row = conn.execute(REPLAY_DELAY_SQL).fetchone()
+        except psycopg.Error as exc:
+            raise self._failed(conn, exc, "memory store failed") from exc
+        self.connections.give_back(conn)
+        return None if row is None or row[0] is None else max(0.0, float(row[0]))
 
     # -- set-up ---------------------------------------------------------------
 
@@ -100,8 +125,14 @@ class PostgresBackend(Backend):
             if self._local:
                 pipelined(conn, [("BEGIN", None), *self._local])
             found = schema.check(conn, self.location)
-            if found is not None and found[1] == schema.SCHEMA_VERSION:
+            if found is not None and (found[1] == schema.SCHEMA_VERSION or found[2]):
+                if found[1] != schema.SCHEMA_VERSION:
+                    raise storage(
+                        f"the memory database at {self.location} is a read-only standby "
+                        f"with schema version {found[1]}; open its primary once to upgrade "
+                        f"it to {schema.SCHEMA_VERSION}")
                 self.schema = found[0]
+                self.read_only = found[2]
                 if self._local:
                     conn.execute("COMMIT")
             else:

@@ -128,32 +128,65 @@ def _step_3(conn: Connection) -> None:
 
 
 STEP_4: Final = """
+CREATE TABLE IF NOT EXISTS memory_audit_index (
+    agent_id text COLLATE "C" NOT NULL,
+    file_no bigint NOT NULL,
+    off bigint NOT NULL,
+    len integer NOT NULL,
+    seq bigint,
+    epoch text NOT NULL,
+    ts_us bigint NOT NULL,
+    action text NOT NULL,
+    key_hash bigint,
+    category text,
+    nbytes bigint NOT NULL,
+    PRIMARY KEY (agent_id, file_no, off)
+);
+CREATE TABLE IF NOT EXISTS memory_audit_indexed (
+    agent_id text COLLATE "C" PRIMARY KEY,
+    epoch text NOT NULL,
+    simple boolean NOT NULL
+)
+"""
+
+
+def _step_4(conn: Connection) -> None:
+    """The history index (see :mod:`rotifer.memory.audit.index`): where each
+    agent's audit lines are in this worker's log, and for which agents it is
+    whole.  Both keyed by ``agent_id`` first."""
+    for statement in STEP_4.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+STEP_5: Final = """
 ALTER TABLE memory_audit DROP CONSTRAINT IF EXISTS memory_audit_pkey;
 ALTER TABLE memory_audit ADD PRIMARY KEY (agent_id, id);
 DROP INDEX IF EXISTS memory_audit_agent
 """
 
 
-def _step_4(conn: Connection) -> None:
+def _step_5(conn: Connection) -> None:
     """Ready to shard by agent: every primary key and unique constraint of the
     agent tables starts with ``agent_id`` (Citus requires the distribution column
     in each), so ``memory_audit``'s key becomes ``(agent_id, id)`` -- which is
     also the order every reader asks for, so the old ``(agent_id, id)`` index
     goes.  ``memory_meta`` holds no agent's data: a reference table (see
     docs/backends.md, "Sharding by agent")."""
-    for statement in STEP_4.split(";"):
+    for statement in STEP_5.split(";"):
         if statement.strip():
             conn.execute(statement)
 
 
 #: Step n takes a database from version n - 1 to version n.
 STEPS: Final[dict[int, Callable[[Connection], None]]] = {
-    1: _step_1, 2: _step_2, 3: _step_3, 4: _step_4}
+    1: _step_1, 2: _step_2, 3: _step_3, 4: _step_4, 5: _step_5}
 SCHEMA_VERSION: Final = max(STEPS)
 
 #: Everything an open needs to know, in one statement that takes no lock a writer holds.
 CHECK_SQL: Final = ("SELECT current_schema(), current_setting('server_encoding'), "
-                    "(SELECT value FROM memory_meta WHERE name = 'schema_version')")
+                    "(SELECT value FROM memory_meta WHERE name = 'schema_version'), "
+                    "pg_is_in_recovery()")
 VERSION_SQL: Final = "SELECT value FROM memory_meta WHERE name = 'schema_version'"
 
 
@@ -192,8 +225,9 @@ def _check_environment(schema: str | None, encoding: str | None, location: str) 
     return schema
 
 
-def check(conn: Connection, location: str) -> tuple[str, int] | None:
-    """(current schema, recorded version), or None when there are no tables yet.
+def check(conn: Connection, location: str) -> tuple[str, int, bool] | None:
+    """(current schema, recorded version, whether the server is a standby in
+    recovery), or None when there are no tables yet.
 
     After None, a transaction ``conn`` was in is aborted: roll it back."""
     try:
@@ -205,7 +239,7 @@ def check(conn: Connection, location: str) -> tuple[str, int] | None:
     schema = _check_environment(row[0], row[1], location)
     version = _version(row[2], location)
     _refuse_newer(version, location)
-    return schema, version
+    return schema, version, bool(row[3])
 
 
 def environment(conn: Connection, location: str) -> str:

@@ -32,6 +32,7 @@ from typing import Any, Final, Protocol
 
 import psycopg
 
+from ..audit.index import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..backend import AgentRecord, Row
 from ..clock import Clock
 from ..errors import storage
@@ -46,6 +47,14 @@ Statement = tuple[str, Params]
 
 #: Audit lines read per statement by :meth:`PostgresTransaction.audit_lines`.
 AUDIT_PAGE: Final = 2000
+#: A change's index rows in one statement: each column as an array.
+INDEX_INSERT: Final = (
+    f"INSERT INTO memory_audit_index (agent_id, {ENTRY_COLUMNS}) SELECT * FROM unnest("
+    "%s::text[], %s::bigint[], %s::bigint[], %s::int[], %s::bigint[], %s::text[], "
+    "%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::bigint[]) "
+    "ON CONFLICT DO NOTHING")
+INDEX_SELECT: Final = (f"SELECT {ENTRY_COLUMNS} FROM memory_audit_index WHERE agent_id = %s "
+                       "ORDER BY file_no, off")
 #: Deferred statements kept at most; more are sent (one round trip) first.
 MAX_QUEUED: Final = 32
 
@@ -107,6 +116,7 @@ class PostgresTransaction(SqlTransaction):
     __slots__ = ("_opener", "_queue", "_watch", "conn", "locked")
 
     sql = Statements.using("%s")
+    index_sql = IndexSql.using("%s")
     make_row = staticmethod(make_row)
     contains_sql = "strpos(lower(key), %s) > 0"
     checks_text = True  # no NUL, no lone surrogate in a PostgreSQL text column
@@ -262,6 +272,30 @@ class PostgresTransaction(SqlTransaction):
 
     def audit_lines(self, agent_id: str) -> Iterator[dict[str, Any]] | None:
         return self._audit_pages(agent_id)
+
+    def index_lines(self, rows: list[tuple[Any, ...]]) -> None:
+        """One statement for all of a change's rows (columns as arrays)."""
+        if not rows:
+            return
+        columns = list(zip(*rows, strict=True))
+        self._later(rows[0][0], INDEX_INSERT, tuple(list(c) for c in columns))
+
+    def index_entries(self, agent_id: str) -> list[IndexRow]:
+        return self._all(INDEX_SELECT, (agent_id,))
+
+    def indexed(self, agent_id: str) -> tuple[str, bool] | None:
+        row = self._one("SELECT epoch, simple FROM memory_audit_indexed WHERE agent_id = %s",
+                        (agent_id,))
+        return None if row is None else (str(row[0]), bool(row[1]))
+
+    def set_indexed(self, agent_id: str, epoch: str, simple: bool,
+                    rows: list[tuple[Any, ...]] | None = None) -> None:
+        if rows is not None:
+            self._run("DELETE FROM memory_audit_index WHERE agent_id = %s", (agent_id,))
+            self.index_lines(rows)
+        self._later(agent_id, "INSERT INTO memory_audit_indexed VALUES (%s, %s, %s) ON "
+                    "CONFLICT (agent_id) DO UPDATE SET epoch = excluded.epoch, "
+                    "simple = excluded.simple", (agent_id, epoch, simple))
 
     def _audit_pages(self, agent_id: str) -> Iterator[dict[str, Any]]:
         """Keyset pages of :data:`AUDIT_PAGE` lines by ``id``: memory stays

@@ -69,10 +69,44 @@ def _step_3(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE memory_agents ADD COLUMN head TEXT NOT NULL DEFAULT ''")
 
 
+STEP_4 = """
+CREATE TABLE IF NOT EXISTS memory_audit_index (
+    agent_id TEXT NOT NULL,
+    file_no INTEGER NOT NULL,
+    off INTEGER NOT NULL,
+    len INTEGER NOT NULL,
+    seq INTEGER,
+    epoch TEXT NOT NULL,
+    ts_us INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    key_hash INTEGER,
+    category TEXT,
+    nbytes INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, file_no, off)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memory_audit_indexed (
+    agent_id TEXT PRIMARY KEY,
+    epoch TEXT NOT NULL,
+    simple INTEGER NOT NULL
+) WITHOUT ROWID
+"""
+
+
+def _step_4(conn: sqlite3.Connection) -> None:
+    """The history index (see :mod:`rotifer.memory.audit.index`): where each
+    agent's audit lines are in the shared log, and for which agents it is whole.
+    Existing agents have no marker: readers scan the log for them until
+    ``audit verify`` builds their rows."""
+    for statement in STEP_4.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
 #: Step n takes a file from schema version n - 1 (``PRAGMA user_version``) to n.
 #: Opening reads the version without a lock and runs DDL only when a step is
 #: missing: the write lock it needs would queue behind every write in progress.
-STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2, 3: _step_3}
+STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2, 3: _step_3,
+                                                       4: _step_4}
 SCHEMA_VERSION = max(STEPS)
 
 
@@ -81,6 +115,9 @@ def present_version(conn: sqlite3.Connection) -> int:
     says: a file recording an older version than this has a damaged header, and
     running the missing steps again would fail half-way ("duplicate column")."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(memory_agents)")}
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                    "name = 'memory_audit_index'").fetchone() is not None:
+        return 4
     return (3 if "epoch" in columns else 2 if "last_us" in columns else 1 if columns
             else 0)
 

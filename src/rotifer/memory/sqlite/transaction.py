@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from ..audit.index import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..backend import NEWEST_PAGE, AgentRecord, Brief, Row
 from ..errors import storage
 from ..model import Category
@@ -39,12 +40,19 @@ JOINED_COLUMNS = ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
 COUNT_FACTOR = 8
 
 
+INDEX_INSERT = ("INSERT OR IGNORE INTO memory_audit_index (agent_id, " + ENTRY_COLUMNS
+                + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+INDEX_SELECT = (f"SELECT {ENTRY_COLUMNS} FROM memory_audit_index WHERE agent_id = ? "
+                "ORDER BY file_no, off")
+
+
 class SqliteTransaction(SqlTransaction):
     """:class:`~rotifer.memory.backend.Transaction` over one sqlite3 connection."""
 
     __slots__ = ("conn",)
 
     sql = Statements.using("?")
+    index_sql = IndexSql.using("?")
     make_row = staticmethod(make_row)
     contains_sql = "instr(lower(key), ?) > 0"
 
@@ -238,3 +246,24 @@ class SqliteTransaction(SqlTransaction):
 
     def audit_lines(self, agent_id: str) -> Iterator[dict[str, Any]] | None:
         return None
+
+    def index_lines(self, rows: list[tuple[Any, ...]]) -> None:
+        if rows:
+            self.conn.executemany(INDEX_INSERT, rows)
+
+    def index_entries(self, agent_id: str) -> list[IndexRow]:
+        return self.conn.execute(INDEX_SELECT, (agent_id,)).fetchall()
+
+    def indexed(self, agent_id: str) -> tuple[str, bool] | None:
+        row = self.conn.execute("SELECT epoch, simple FROM memory_audit_indexed WHERE "
+                                "agent_id = ?", (agent_id,)).fetchone()
+        return None if row is None else (str(row[0]), bool(row[1]))
+
+    def set_indexed(self, agent_id: str, epoch: str, simple: bool,
+                    rows: list[tuple[Any, ...]] | None = None) -> None:
+        if rows is not None:
+            self.conn.execute("DELETE FROM memory_audit_index WHERE agent_id = ?", (agent_id,))
+            self.index_lines(rows)
+        self.conn.execute("INSERT INTO memory_audit_indexed VALUES (?, ?, ?) ON CONFLICT "
+                          "(agent_id) DO UPDATE SET epoch = excluded.epoch, "
+                          "simple = excluded.simple", (agent_id, epoch, int(simple)))

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..audit import DEPLOYER
+from ..audit.actions import EXPIRE, MOVE, MOVE_DROP, MOVE_OUT
 from ..backend import AgentRecord
 from ..changes import Change, settle
 from ..errors import AgentMemoryError, ErrorCode, invalid, storage
@@ -89,20 +90,20 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                     next_seq=record.next_seq + 1), summary)
 
             def lines() -> Iterator[dict[str, Any]]:
-                yield line(now, agent_id, "move", nbytes=tally.total, entries=tally.carried,
+                yield line(now, agent_id, MOVE, nbytes=tally.total, entries=tally.carried,
                            sha256=sha256, keepCache=keep_cache, leftBehind=tally.left, to=dst)
                 # In the order of the log's contract: carried, left behind, expired.
                 expired = []
                 for what, r in Tally(None).rows(tx, agent_id, now, keep_cache):
                     if what == "carry":
-                        yield line(now, agent_id, "move_out", r.key, r.category, r.size,
+                        yield line(now, agent_id, MOVE_OUT, r.key, r.category, r.size,
                                    createdBy=r.created_by, to=dst)
                     elif what == "expired":  # rare: expired entries were purged just before
-                        expired.append(line(now, agent_id, "expire", r.key, r.category,
+                        expired.append(line(now, agent_id, EXPIRE, r.key, r.category,
                                             r.size, actor="retention", createdBy=r.created_by))
                 for what, r in Tally(None).rows(tx, agent_id, now, keep_cache):
                     if what == "leave":
-                        yield line(now, agent_id, "move_drop", r.key, r.category, r.size,
+                        yield line(now, agent_id, MOVE_DROP, r.key, r.category, r.size,
                                    createdBy=r.created_by)
                 yield from expired
 

@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..audit import DEPLOYER
+from ..audit.actions import EXPORT, IMPORT, IMPORT_AGENT
+from ..audit.file import Placed
+from ..audit.text import audit_line
 from ..backend import AgentRecord, Row, Transaction
-from ..changes import Change, log_change, new_epoch, settle
+from ..changes import Change, index_outside, log_change, new_epoch, settle
 from ..clock import format_time
 from ..errors import AgentMemoryError, ErrorCode, invalid, storage
 from ..model import Category, entry_id
@@ -58,13 +61,9 @@ def _settings(record: AgentRecord) -> dict[str, Any]:
 
 def line(now_us: int, agent_id: str, action: str, key: str | None = None,
           category: Category | None = None, nbytes: int = 0, **extra: Any) -> dict[str, Any]:
-    line: dict[str, Any] = {
-        "ts": format_time(now_us), "agent": agent_id, "action": action, "key": key,
-        "category": None if category is None else category.value, "actor": DEPLOYER,
-        "bytes": nbytes, "entryId": None if key is None else entry_id(agent_id, key),
-    }
-    line.update(extra)
-    return line
+    return audit_line(format_time(now_us), agent_id, action, key,
+                      None if category is None else category.value, DEPLOYER, nbytes,
+                      None if key is None else entry_id(agent_id, key), extra)
 
 
 def audit_in_batches(store: MemoryStore, tx: Transaction, change: Change,
@@ -210,9 +209,12 @@ def export_agent(store: MemoryStore, agent_id: str, path: Path, *, keep_cache: b
             writer.abort()
             raise
     try:
+        placed: Placed = []
         store.audit.write([line(
-            store.clock.now_us(), agent_id, "export", nbytes=tally.total, entries=tally.carried,
-            sha256=sha256, keepCache=keep_cache, leftBehind=tally.left, to=str(path))])
+            store.clock.now_us(), agent_id, EXPORT, nbytes=tally.total, entries=tally.carried,
+            sha256=sha256, keepCache=keep_cache, leftBehind=tally.left, to=str(path))],
+            placed=placed)
+        index_outside(store.backend, agent_id, placed)
         if replace:
             os.replace(tmp, path)
         else:
@@ -290,12 +292,12 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
                                        epoch=change.epoch)
             tx.update_agent(agent_id, record.used_bytes, record.next_seq, record.last_us, "")
             verify(tx, record, checker.entries)
-            # previousEpoch: the memory whose history this one continues (audit_lineage).
-            head = line(now, agent_id, "import_agent", nbytes=record.used_bytes,
+            # previousEpoch: the memory whose history this one continues (audit.lineage).
+            head = line(now, agent_id, IMPORT_AGENT, nbytes=record.used_bytes,
                         entries=checker.entries.count, sha256=checker.checksum.hexdigest(),
                         quotaBytes=record.quota_bytes, dataPolicy=record.data_policy.to_json(),
                         via=via, source=origin, previousEpoch=checker.epoch)
-            lines = (line(now, agent_id, "import", r.key, r.category, r.size,
+            lines = (line(now, agent_id, IMPORT, r.key, r.category, r.size,
                           createdBy=r.created_by, via=via) for r in tx.iter_newest(agent_id))
             # before the commit, as every change; then its anchor
             anchor = audit_in_batches(store, tx, change, _chain([head], lines))

@@ -2,7 +2,7 @@
 and the entries they leave.
 
 :class:`Replay` is fed the lines of one history in order (see
-:mod:`rotifer.memory.audit_lineage`) and holds only what it must: the
+:mod:`rotifer.memory.audit.lineage`) and holds only what it must: the
 replayed entries (key -> category, bytes, createdBy), the one change whose
 fate the next line decides, and the refusals logged behind it.  Each line it
 knows to be part of a committed change (or a refusal, which changes
@@ -22,15 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .audit_read import Logged, LogProblem
-from .backend import Transaction
-
-#: Actions that set an entry, and those that remove one.
-SETS = frozenset({"write", "update", "import"})
-REMOVES = frozenset({"delete", "evict", "expire", "deployer_delete", "move_out", "move_drop"})
-#: Actions after which the agent has no memory, and the one that creates it anew.
-ENDS = frozenset({"drop_agent", "move"})
-STARTS = "import_agent"
+from ..backend import Transaction
+from .actions import ENDS, IMPORT, REMOVES, ROLLED_BACK, SETS, STARTS, UPDATE
+from .read import Logged, LogProblem
 
 State = dict[str, tuple[str, int, str | None]]
 
@@ -58,12 +52,12 @@ def _apply(state: State, logged: Logged) -> None:
     line = logged.line
     action, key = line.get("action"), str(line.get("key"))
     if action in SETS:
-        if action == "update":
+        if action == UPDATE:
             if key not in state:
                 raise LogProblem(f"{logged.where}: updates {key!r}, which the log never wrote")
             creator = state[key][2]
         else:
-            creator = line.get("createdBy") if action == "import" else line.get("actor")
+            creator = line.get("createdBy") if action == IMPORT else line.get("actor")
         state[key] = (str(line.get("category")), int(line.get("bytes") or 0), creator)
     elif action in REMOVES:
         if state.pop(key, None) is None:
@@ -84,6 +78,9 @@ class Replay:
         self.lines = 0
         #: (epoch, seq) of every change found not committed, in order.
         self.phantoms: list[tuple[str, int]] = []
+        #: The same with each change's time: what tells a phantom from a later
+        #: committed change numbered like it (for the index's rebuild).
+        self.phantom_changes: set[tuple[str, int, Any]] = set()
         self._unexplained: dict[tuple[str, int], None] = {}
         self._pending: Group | None = None
         self._held: list[Logged] = []  # refusals logged behind the pending change
@@ -94,6 +91,7 @@ class Replay:
 
     def _phantom(self, group: Group, explained: bool) -> None:
         self.phantoms.append((group.epoch, group.seq))
+        self.phantom_changes.add((group.epoch, group.seq, group.ts))
         if not explained:
             self._unexplained[(group.epoch, group.seq)] = None
 
@@ -120,8 +118,8 @@ class Replay:
         line = logged.line
         seq, epoch = line.get("seq"), line.get("epoch", "")
         pending = self._pending
-        if line.get("action") == "rolled_back" or not isinstance(seq, int):
-            if line.get("action") == "rolled_back":
+        if line.get("action") == ROLLED_BACK or not isinstance(seq, int):
+            if line.get("action") == ROLLED_BACK:
                 if isinstance(seq, int):
                     self._unexplained.pop((epoch, seq), None)
                 if pending is not None and (pending.epoch, pending.seq) == (epoch, seq):

@@ -1,7 +1,7 @@
 """An audit line as text: its JSON, and the hash chain that links the lines.
 
 :mod:`rotifer.memory.audit` says what the lines mean and
-:mod:`rotifer.memory.audit_file` puts them in the file; this module is the
+:mod:`rotifer.memory.audit.file` puts them in the file; this module is the
 bytes in between.  A line is compact JSON (``ensure_ascii=False``, no spaces)
 with ``"prev"`` spliced in as its last field: the hex SHA-256 of the line
 before it.
@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from hashlib import sha256
 from json.encoder import encode_basestring as quote  # the escaping ENCODER uses for strings
 from typing import Any
+
+from .actions import ROLLED_BACK
 
 # One encoder for every line: json.dumps with non-default options builds a
 # new JSONEncoder on each call, which costs more than encoding a line.
@@ -49,7 +51,7 @@ def line_text(ts: str, agent: str | None, action: str, key: str | None,
     strings or ``None`` (``nbytes`` an int) as the store makes them; anything
     else goes to the encoder.  ``extra`` must not repeat a HEAD field."""
     if nbytes.__class__ is not int:
-        return ENCODER.encode(_line_dict(ts, agent, action, key, category, actor, nbytes, entry,
+        return ENCODER.encode(audit_line(ts, agent, action, key, category, actor, nbytes, entry,
                                          extra, seq, epoch))
     try:
         text = ('{"ts":' + quote(ts) + ',"agent":' + ("null" if agent is None else quote(agent))
@@ -60,7 +62,7 @@ def line_text(ts: str, agent: str | None, action: str, key: str | None,
                 + ',"bytes":' + int.__repr__(nbytes)
                 + ',"entryId":' + ("null" if entry is None else quote(entry)))
     except TypeError:  # a field that is not a string
-        return ENCODER.encode(_line_dict(ts, agent, action, key, category, actor, nbytes, entry,
+        return ENCODER.encode(audit_line(ts, agent, action, key, category, actor, nbytes, entry,
                                          extra, seq, epoch))
     for name, value in extra.items():
         text += "," + quote(name) + ":" + json_value(value)
@@ -116,11 +118,18 @@ class BriefTemplate:
                 in zip(keys, categories, sizes, entries, creators, strict=True)]
 
 
-def _line_dict(ts: str, agent: str | None, action: str, key: str | None, category: str | None,
-               actor: str | None, nbytes: int, entry: str | None, extra: Mapping[str, Any],
-               seq: int | None, epoch: str = "") -> dict[str, Any]:
+def audit_line(ts: str, agent: str | None, action: str, key: str | None = None,
+               category: str | None = None, actor: str | None = None, nbytes: int = 0,
+               entry: str | None = None, extra: Mapping[str, Any] | None = None,
+               seq: int | None = None, epoch: str = "") -> dict[str, Any]:
+    """The one way an audit line's dict is made: the :data:`HEAD` fields in order,
+    then ``extra``, then ``epoch`` (when not empty) and ``seq`` (when not
+    ``None``) -- the order :func:`line_text` writes, so a line's dict and its
+    JSON always agree.  ``action`` is one of :mod:`.actions`."""
     line = {"ts": ts, "agent": agent, "action": action, "key": key, "category": category,
-            "actor": actor, "bytes": nbytes, "entryId": entry, **extra}
+            "actor": actor, "bytes": nbytes, "entryId": entry}
+    if extra:
+        line.update(extra)
     if epoch:
         line["epoch"] = epoch
     if seq is not None:
@@ -135,11 +144,9 @@ def line_hash(line: bytes) -> str:
 
 def rolled_back_line(ts: str, agent: str, seq: int, reason: str,
                      actor: str | None = None, epoch: str = "") -> dict[str, Any]:
-    line: dict[str, Any] = {"ts": ts, "agent": agent, "action": "rolled_back", "key": None,
-                            "category": None, "actor": actor, "bytes": 0, "entryId": None}
-    if epoch:
-        line["epoch"] = epoch
-    line["seq"] = seq
+    """The line that says change ``seq`` was logged but never committed
+    (``reason`` follows ``seq``: the order these lines have always had)."""
+    line = audit_line(ts, agent, ROLLED_BACK, actor=actor, seq=seq, epoch=epoch)
     line["reason"] = reason
     return line
 

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from json.encoder import encode_basestring as quote
 from pathlib import Path
 from typing import Any
 
-from .audit_read import Logged, Scan, scan
+from .actions import IMPORT_AGENT
+from .read import Logged, Scan, scan
 
 #: (epoch of the new memory) -> (its import's seq, the epoch it continues)
 Imports = dict[str, tuple[int, str]]
@@ -54,7 +56,7 @@ class Segment:
 def note_import(imports: Imports, line: dict[str, Any]) -> None:
     """Record ``line`` if it is an ``import_agent`` line that continues an epoch."""
     epoch, previous, seq = line.get("epoch"), line.get("previousEpoch"), line.get("seq")
-    if line.get("action") == "import_agent" and isinstance(epoch, str) and epoch and \
+    if line.get("action") == IMPORT_AGENT and isinstance(epoch, str) and epoch and \
             isinstance(previous, str) and isinstance(seq, int):
         imports[epoch] = (seq, previous)
 
@@ -139,7 +141,7 @@ def find_imports(path: Path | None, agent: str,
     the database's copy holds lines of."""
     imports: Imports = {}
     if path is not None:
-        for logged in scan(path, agent, chain=False, only=b'"import_agent"'):
+        for logged in scan(path, agent, chain=False, only=quote(IMPORT_AGENT).encode()):
             note_import(imports, logged.line)
     epochs: set[str] = set()
     if database is not None:

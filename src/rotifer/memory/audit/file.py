@@ -47,8 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .audit_text import ENCODER, chain, line_hash, rolled_back_line
-from .signals import signals_deferred
+from ..signals import signals_deferred
+from .actions import ROLLED_BACK
+from .text import ENCODER, chain, line_hash, rolled_back_line
 
 try:
     import fcntl
@@ -107,6 +108,20 @@ def archives(path: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def current_number(path: Path) -> int:
+    """The number ``path`` (the live file) will have once it rolls over: one more
+    than its newest archive's.  Stable while the live file's lock is held (only
+    a holder of that lock rolls it over), so ``(number, offset)`` names a line's
+    place for good: the history index (:mod:`.index`) records lines by it."""
+    kept = archives(path)
+    return int(kept[-1].name.rsplit(".", 1)[1]) + 1 if kept else 1
+
+
+#: Where each appended line went: (its dict, file number, byte offset, length with
+#: its newline), in order; filled by :meth:`LogFile.append` when asked.
+Placed = list[tuple[Mapping[str, Any], int, int, int]]
+
+
 def _archived_last_hash(path: Path) -> str | None:
     """The chain link to the newest rolled-over file, for a log that starts empty."""
     kept = archives(path)
@@ -149,9 +164,9 @@ def _phantom(last: Mark | None, first: Mapping[str, Any]) -> dict[str, Any] | No
     never committed (its writer died; the caller holds the agent, so nobody
     else is between appending and committing)."""
     seq, agent = first.get("seq"), first.get("agent")
-    if last is None or seq is None or agent is None or first.get("action") == "rolled_back":
+    if last is None or seq is None or agent is None or first.get("action") == ROLLED_BACK:
         return None  # a rolled_back line says so itself already
-    if last[0] != agent or last[1] != seq or last[2] == "rolled_back" \
+    if last[0] != agent or last[1] != seq or last[2] == ROLLED_BACK \
             or last[3] != first.get("epoch", ""):
         return None  # another change, or the same number in another memory of the agent
     return rolled_back_line(first["ts"], agent, seq,
@@ -175,7 +190,16 @@ def write_all(fd: int, data: bytes, start: int) -> None:
         raise
 
 
-def _roll_over(path: Path, data: bytes) -> None:
+def _place(placed: Placed, lines: Sequence[Mapping[str, Any]], data: bytes, number: int,
+           offset: int) -> None:
+    """Record where each of ``lines`` (written as ``data`` at ``offset`` of file
+    ``number``) went: a line holds no raw newline, so ``data`` splits exactly."""
+    for line, text in zip(lines, data.split(b"\n")[:-1], strict=True):
+        placed.append((line, number, offset, len(text) + 1))
+        offset += len(text) + 1
+
+
+def _roll_over(path: Path, data: bytes) -> int:
     """Keep the full log as ``path.N`` and start ``path`` with ``data`` (called
     under the old file's lock; the new file appears whole, by rename)."""
     kept = archives(path)
@@ -188,6 +212,7 @@ def _roll_over(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    return number
 
 
 def _lock(fd: int, deferral: signals_deferred) -> None:
@@ -216,6 +241,8 @@ class _Open:
     ino: int
     #: The path's ``st_mode`` when opened: a change (made read-only) reopens it.
     mode: int
+    #: The file's number (:func:`current_number`), read when it was opened.
+    number: int = 0
     #: The file's size after our last append (-1: unknown), and its last line's
     #: hash and mark (``None``: not known yet).
     end: int = -1
@@ -293,7 +320,8 @@ class LogFile:
                 os.close(fd)
                 raise
             if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
-                self._open = _Open(fd, os.getpid(), info.st_dev, info.st_ino, now.st_mode)
+                self._open = _Open(fd, os.getpid(), info.st_dev, info.st_ino, now.st_mode,
+                                   current_number(self.path))
                 return fd, info
             os.close(fd)  # rolled over while we waited: append to the new file
 
@@ -306,21 +334,23 @@ class LogFile:
         else:
             os.close(fd)  # also releases the lock
 
-    def append(self, bodies: list[bytes], lines: Sequence[Mapping[str, Any]]) -> str:
+    def append(self, bodies: list[bytes], lines: Sequence[Mapping[str, Any]],
+               placed: Placed | None = None) -> str:
         """Append the encoded ``bodies`` (of ``lines``), chained, with a
         ``rolled_back`` line first if the log ends in a phantom of this change;
-        return the hash of the last line written (the change's anchor)."""
+        return the hash of the last line written (the change's anchor).
+        ``placed`` gets where each line written went (for the history index)."""
         # The stop signals wait until the lock is released: one handled in
         # between would leave it taken, and every appender waiting (see .signals).
         with signals_deferred() as deferral, self._guard:
             fd, info = self._locked(deferral)
             try:
-                return self._append_locked(fd, info, bodies, lines)
+                return self._append_locked(fd, info, bodies, lines, placed)
             finally:
                 self._release(fd)
 
     def _append_locked(self, fd: int, info: os.stat_result, bodies: list[bytes],
-                       lines: Sequence[Mapping[str, Any]]) -> str:
+                       lines: Sequence[Mapping[str, Any]], placed: Placed | None) -> str:
         kept = self._open if self._open is not None and self._open.fd == fd else None
         start = info.st_size
         prefix = b""
@@ -351,15 +381,20 @@ class LogFile:
         phantom = _phantom(mark, lines[0])
         if phantom is not None:
             bodies = [ENCODER.encode(phantom).encode(), *bodies]
+            lines = [phantom, *lines]
         data, final_hash = chain(bodies, prev)
         data = prefix + data
         if kept is not None:
             kept.end = -1  # unknown until the write is known to be whole
         if start and start + len(data) > self.max_bytes and not prefix \
                 and stat.S_ISREG(info.st_mode):
-            _roll_over(self.path, data)
+            number = _roll_over(self.path, data)
+            if placed is not None and kept is not None:
+                _place(placed, lines, data, number + 1, 0)
             return final_hash  # the kept descriptor is the archive now: the next append reopens
         write_all(fd, data, start)
+        if placed is not None and kept is not None:
+            _place(placed, lines, data[len(prefix):], kept.number, start + len(prefix))
         if kept is not None and not prefix:
             kept.end, kept.last_hash = start + len(data), final_hash
             kept.last_mark = _mark(lines[-1])

@@ -2,7 +2,7 @@
 
 :func:`verify_agent` (``rotifer agent audit verify``) does four things, all of
 them in a stream (memory bounded by the agent's entries and its largest
-change, never by the log's size; see :mod:`rotifer.memory.audit_read`):
+change, never by the log's size; see :mod:`rotifer.memory.audit.read`):
 
 1. Checks the hash chain over every line of every file of the log (the
    rolled-over ``audit.jsonl.N`` oldest first, then ``audit.jsonl``): each
@@ -18,7 +18,7 @@ change, never by the log's size; see :mod:`rotifer.memory.audit_read`):
    longer ends where the store says, however consistent its own chain is.
 3. Decides which changes of the agent's history were committed, from the
    lines and the store alone.  The history is the agent's *lineage* across
-   the stores it has lived in (:mod:`rotifer.memory.audit_lineage`).
+   the stores it has lived in (:mod:`rotifer.memory.audit.lineage`).
    Committed changes are numbered 1, 2, 3, ... without gaps, so a change
    numbered N was *not* committed if a ``rolled_back`` line names N, or the
    next change is numbered N again, or it is the last change and the store's
@@ -48,15 +48,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .audit import rolled_back_line
-from .audit_lineage import history_lines, lineage, note_import
-from .audit_read import Logged, LogProblem, Scan, read_chained, scan
-from .audit_replay import Replay, compare, counted
-from .backend import AgentRecord, Transaction
-from .clock import format_time
+from ..backend import AgentRecord, Transaction
+from ..clock import format_time
+from .actions import ROLLED_BACK
+from .file import Placed
+from .history import is_simple
+from .index import Entry, entry_of, rows_for
+from .lineage import history_lines, lineage, note_import
+from .read import Logged, LogProblem, Scan, read_chained, scan
+from .replay import Replay, compare, counted
+from .text import rolled_back_line
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
 __all__ = ["LogProblem", "Logged", "Report", "read_chained", "verify_agent"]
 
@@ -70,6 +74,8 @@ class Report:
     legacy: int = 0
     repaired: int = 0
     phantoms: list[int] = field(default_factory=list)
+    #: The agent's rows for the history index, as the log holds them (phantoms left out).
+    index_rows: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -81,6 +87,8 @@ class _Anchor:
     where: str = ""
     own_lines: int = 0
     legacy: int = 0
+    #: Each of the agent's lines as an index row, with its time (see :func:`_index_rows`).
+    places: list[tuple[Entry, Any]] = field(default_factory=list)
 
 
 def _first_pass(path: Path, agent: str, record: AgentRecord | None, stats: Scan,
@@ -89,14 +97,19 @@ def _first_pass(path: Path, agent: str, record: AgentRecord | None, stats: Scan,
     """The chain over the whole log; the agent's imports; its last change's last line."""
     found = _Anchor()
     last = None if record is None else (record.epoch, record.next_seq - 1)
+    times: dict[str, int] = {}
     for logged in scan(path, agent, stats, progress=progress):
         line = logged.line
         found.own_lines += 1
         if "prev" not in line:
             found.legacy += 1
         note_import(imports, line)
+        if logged.place is not None:
+            entry = entry_of(line, *logged.place, times)
+            if entry is not None:
+                found.places.append((entry, line.get("ts")))
         if last is not None and line.get("seq") == last[1] and \
-                line.get("epoch", "") == last[0] and line.get("action") != "rolled_back":
+                line.get("epoch", "") == last[0] and line.get("action") != ROLLED_BACK:
             found.digest, found.ts, found.where = logged.digest, line.get("ts"), logged.where
     return found
 
@@ -170,7 +183,18 @@ def verify(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
         summary += (f" ({stats.legacy} older lines without seq or chain, from a rotifer before "
                     "0.x, taken as written)")
     return Report(True, summary, result.changes, result.lines, stats.legacy,
-                  phantoms=[seq for _, seq in result.phantoms]), result
+                  phantoms=[seq for _, seq in result.phantoms],
+                  index_rows=_index_rows(agent, found.places, result)), result
+
+
+def _index_rows(agent: str, places: list[tuple[Entry, Any]], result: Replay
+                ) -> list[tuple[Any, ...]]:
+    """The rows the index holds for ``agent``: every line of it in the log but
+    those of changes found never committed (as appending would have left them)."""
+    phantoms = result.phantom_changes
+    return [(agent, *entry) for entry, ts in places
+            if not (phantoms and entry.seq is not None and entry.action != ROLLED_BACK
+                    and (entry.epoch, entry.seq, ts) in phantoms)]
 
 
 def _local_phantoms(path: Path, agent: str, epoch: str,
@@ -188,7 +212,7 @@ def _local_phantoms(path: Path, agent: str, epoch: str,
         seq = line.get("seq")
         if line.get("epoch", "") != epoch or not isinstance(seq, int):
             continue
-        if line.get("action") == "rolled_back":
+        if line.get("action") == ROLLED_BACK:
             if seq in found:
                 found[seq] = False
             continue
@@ -227,7 +251,17 @@ def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True, anchor:
             extra = [rolled_back_line(now, agent, seq, "found by audit verify: its process "
                                       "ended before the commit", epoch=epoch)
                      for epoch, seq in missing]
+            if record is not None:
+                # The history index, rebuilt from what was just read: whole again
+                # after an import, a move, an upgrade or anything that left it stale.
+                # (On PostgreSQL, from this worker's log: its readers take only the
+                # import lines from it, and check each; see .index.)
+                tx.set_indexed(agent, record.epoch, False, report.index_rows)
             if extra:
-                store.audit.write(extra)
+                placed: Placed = []
+                store.audit.write(extra, placed=placed)
+                tx.index_lines(rows_for(agent, placed))
                 report.repaired = len(extra)
+            if record is not None:
+                tx.set_indexed(agent, record.epoch, is_simple(tx, path, agent, record))
     return report

@@ -26,7 +26,7 @@ from json.encoder import encode_basestring as quote  # the escaping audit lines 
 from pathlib import Path
 from typing import Any
 
-from .audit_file import archives
+from .file import archives, current_number
 
 _NULL_TAIL = b',"prev":null}'
 _HASH_HEAD = b',"prev":"'
@@ -43,6 +43,8 @@ class Logged:
     line: dict[str, Any]
     where: str
     digest: str = ""
+    #: (file number, byte offset, length with the newline): see :mod:`.index`.
+    place: tuple[int, int, int] | None = None
 
 
 @dataclass
@@ -90,6 +92,7 @@ def scan(path: Path, agent: str | None, scan: Scan | None = None, *, chain: bool
     stats.total = sum(_size(f) for f in files)
     marker = None if agent is None else agent_marker(agent)
     previous: str | None = None  # the hash of the line before
+    live = current_number(path)
     every = 1 << 20
     next_report = every
     for index, file in enumerate(files):
@@ -97,8 +100,13 @@ def scan(path: Path, agent: str | None, scan: Scan | None = None, *, chain: bool
             handle = open(file, "rb")  # noqa: SIM115 - closed below, also when abandoned
         except OSError as exc:
             raise LogProblem(f"cannot read {file}: {exc.strerror or exc}") from None
+        file_no = live if index == len(files) - 1 and file == path else \
+            int(file.name.rsplit(".", 1)[1])
+        offset = 0
         with handle:
             for number, raw in enumerate(handle, 1):
+                at = offset
+                offset += len(raw)
                 stats.done += len(raw)
                 if progress is not None and stats.done >= next_report:
                     progress(stats)
@@ -135,7 +143,8 @@ def scan(path: Path, agent: str | None, scan: Scan | None = None, *, chain: bool
                 if line is None:
                     line = _parse(chunk, file, number)
                 if agent is None or line.get("agent") == agent:
-                    yield Logged(line, f"{file.name} line {number}", digest)
+                    yield Logged(line, f"{file.name} line {number}", digest,
+                                 (file_no, at, len(raw)))
     if progress is not None:
         progress(stats)
 

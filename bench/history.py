@@ -1,0 +1,150 @@
+"""The console's history pages and ``audit show`` on a big shared log (issue 31, item 7).
+
+A project log of ``lines`` audit lines (1,000,000 in a full run), a tenth of
+them agent ``big``'s (real ``write_memory`` calls of a gene), 10 of them agent
+``small``'s, the rest other agents' changes of 1,000 lines each, all
+interleaved and all through the store's own append path (``log_change``: the
+chained append, the history index's rows in the change's transaction), so the
+log rolls over at the default 64 MiB as a busy project's does.  Then the real
+console app in a real uvicorn on loopback serves the pages, fetched over HTTP:
+p50 and p99 of the history page (the newest lines, as the page asks for them)
+of the 10-line agent and of ``big``, and of ``big``'s chart.  For comparison,
+``audit show --limit 50`` of ``big`` in process with the index and, once,
+without it (the whole log read, as before the index).
+
+Targets (issue 31): the 10-line agent's history page p99 < 100 ms, ``big``'s
+first page p99 < 200 ms, the chart < 500 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from rotifer.agents.genome import Agents
+from rotifer.agents.project import Project
+from rotifer.console.chart import BUCKETS, series_of
+from rotifer.memory import MemoryStore
+from rotifer.memory.audit.history import audit_history, usage_steps
+from rotifer.memory.changes import Change, log_change
+from tests.console.helpers import Served
+
+from .console import build as build_project
+from .console import timed
+from .timing import FULL, QUICK, Settings
+
+LINES = {FULL: 1_000_000, QUICK: 100_000}
+TINY_LINES = 20_000
+#: Lines per change of the other agents.
+BATCH = 1000
+TARGETS_MS = {"small": 100.0, "big": 200.0, "chart": 500.0}
+
+
+def _noise(store: MemoryStore, agent: str, n: int) -> None:
+    """One change of ``n`` lines of ``agent`` through the real append path."""
+    with store.backend.write(agent) as tx:
+        record = tx.get_agent(agent)
+        assert record is not None
+        now = store.clock.now_us()
+        change = Change(agent, now, "v2:" + "c" * 64, seq=record.next_seq, epoch=record.epoch)
+        for i in range(n):
+            change.line("write", f"cache/{record.next_seq:08d}/{i:04d}" + "x" * 60, None, 300)
+        head = log_change(tx, store.audit, agent, record.next_seq, change.lines, change)
+        tx.update_agent(agent, record.used_bytes, record.next_seq + 1, now, head)
+
+
+def build(root: Path, total: int) -> Project:
+    """The project and its log (see the module doc)."""
+    project = build_project(root, 0, None)  # agents "small" (10 entries) and "big" (none yet)
+    big_lines = total // 10
+    with project.open_store("big") as store:
+        others = [f"other-{i}" for i in range(20)]
+        for name in others:
+            store.create_agent(name, quota_bytes=1 << 40)
+        gene = project.registry().entries()
+        gene_id = next(iter(gene))
+        memory = store.for_gene("big", gene_id, "bench")
+        value = os.urandom(100)
+        categories = ("CACHE", "PATTERN", "CONTEXT", "PREFERENCE")
+        written = noise = 0
+        while written < big_lines or noise < total - big_lines - 10:
+            for _ in range(9):
+                if noise < total - big_lines - 10:
+                    _noise(store, others[noise // BATCH % len(others)], BATCH)
+                    noise += BATCH
+            for _ in range(min(BATCH, big_lines - written)):
+                memory.write_memory(f"k/{written % 5000:07d}", value, categories[written % 4])
+                written += 1
+    return project
+
+
+def run(tmp: Path, settings: Settings) -> str:
+    total = LINES.get(settings, TINY_LINES)
+    start = time.perf_counter()
+    project = build(tmp / "project", total)
+    built_s = time.perf_counter() - start
+    log = project.dot / "audit.jsonl"
+    files = [*sorted(project.dot.glob("audit.jsonl.*")), log]
+    lines = sum(1 for f in files for _ in open(f, "rb"))  # noqa: SIM115
+    size = sum(f.stat().st_size for f in files)
+    count = max(20, settings.rounds * 5)
+    served = Served(project)
+    rows: dict[str, tuple[float, float]] = {}
+    try:
+        rows["history page, agent of 10 lines"] = timed(served, "/agents/small/history", count)
+        rows["history page, first page of the 100,000-line agent"
+             if total == 1_000_000 else "history page, first page of the big agent"] = \
+            timed(served, "/agents/big/history", count)
+        rows["chart of the big agent (kept until the agent changes)"] = timed(
+            served, "/agents/big/history/chart", max(5, count // 4))
+    finally:
+        served.stop()
+    with project.open_store("big", create=False) as store:
+        anew = []
+        for _ in range(7):  # what the first chart after a change costs: drawn anew
+            t0 = time.perf_counter()
+            series_of(usage_steps(store, "big"), BUCKETS)
+            anew.append((time.perf_counter() - t0) * 1000)
+        anew.sort()
+        t0 = time.perf_counter()
+        fast = list(audit_history(store, "big", limit=50))
+        fast_ms = (time.perf_counter() - t0) * 1000
+        with store.backend.write("big") as tx:  # forget the index: the whole log is read
+            tx.set_indexed("big", "(none)", False)
+        t0 = time.perf_counter()
+        slow = list(audit_history(store, "big", limit=50))
+        slow_ms = (time.perf_counter() - t0) * 1000
+        assert fast == slow and len(fast) == 50
+    big = Agents(project).get("big").name
+    load = os.getloadavg()
+    out = [f"A log of {lines:,} lines ({size / 1e6:.0f} MB in {len(files)} files, built in "
+           f"{built_s:.0f} s through the store's append path), of which {total // 10:,} are "
+           f"agent `{big}`'s and 10 agent `small`'s; {count} requests per page (fewer for the "
+           f"chart) over HTTP to the real console; milliseconds.  Load average during the "
+           f"run: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min) on "
+           f"{os.cpu_count()} cores.", "",
+           "| page | p50 | p99 | target (p99) |", "|---|---|---|---|"]
+    for (label, (p50, p99)), target in zip(rows.items(), TARGETS_MS.values(), strict=True):
+        out.append(f"| {label} | {p50:.1f} | {p99:.1f} | < {target:.0f} |")
+    out += ["", f"The chart drawn anew (the first request after a change of the agent), in "
+            f"process: {anew[len(anew) // 2]:.0f} ms median, {anew[-1]:.0f} ms the slowest of "
+            f"{len(anew)}."]
+    out += ["", f"`audit show --limit 50` of the big agent in process: {fast_ms:.1f} ms with "
+            f"the history index, {slow_ms:.0f} ms reading the whole log "
+            f"({slow_ms / max(fast_ms, 0.001):.0f}x), the same 50 lines."]
+    return "\n".join(out)
+
+
+def main() -> None:  # pragma: no cover - a manual run: python -m bench.history
+    import sys
+    import tempfile
+
+    settings = {"--quick": QUICK, "--tiny": None}.get(sys.argv[1] if len(sys.argv) > 1 else "",
+                                                     FULL)
+    with tempfile.TemporaryDirectory(prefix="rotifer-bench-") as tmp:
+        print(run(Path(tmp), settings or Settings(rounds=3)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,386 @@
+"""An agent's audit history, newest first, in a stream: ``rotifer agent audit show``.
+
+:func:`audit_history` is the public way to read what happened to an agent's
+memory (the CLI's ``audit show`` and the web console use it): an iterator of
+audit lines -- dicts as written, without ``prev``, never a value (no line
+holds one) -- newest first, filtered by key, actor and time, at most
+``limit`` of them.
+
+It shows the agent's whole history across every store it has lived in (see
+:mod:`rotifer.memory.audit.lineage`), committed changes only (a change that
+never committed, and ``rolled_back`` lines, are left out), plus refusals
+made before any change.  The log is read in a stream, oldest first, through
+the same decisions ``audit verify`` makes (:class:`~.replay.Replay`);
+memory stays bounded whatever the log's size: with ``limit`` only the newest
+``limit`` matches are kept (a bounded deque); without one, matches are
+spooled to a temporary file (in memory up to 8 MiB) and read back from its
+end, a block at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
+
+from ..clock import parse_time
+from .actions import IMPORT_AGENT, ROLLED_BACK
+from .index import (
+    ACTION,
+    CATEGORY,
+    CHART_ACTIONS,
+    END,
+    EPOCH,
+    KEY_HASH,
+    NBYTES,
+    SEQ,
+    TS_US,
+    IndexRow,
+    IndexStale,
+    LineReader,
+    key_hash,
+)
+from .lineage import Imports, find_imports, history_lines, lineage, note_import
+from .read import Logged, LogProblem, Scan, scan
+from .replay import Replay
+
+if TYPE_CHECKING:
+    from ..backend import AgentRecord, Transaction
+    from ..store import MemoryStore
+
+__all__ = ["AuditLine", "audit_history"]
+
+#: One audit line as written (without ``prev``): ``ts``, ``agent``, ``action``,
+#: ``key``, ``category``, ``actor``, ``bytes``, ``entryId``, the action's own
+#: fields, ``epoch`` and ``seq`` (see docs/reliability.md).
+AuditLine: TypeAlias = dict[str, Any]
+
+SPOOL_IN_MEMORY = 8 << 20
+
+
+def _dropped_epoch(path: Any, agent: str) -> str:
+    """The epoch of the memory the agent's last ``drop_agent`` line removed
+    (``""``: none): where a deleted agent's history ends."""
+    epoch = ""
+    if path is not None:
+        for logged in scan(path, agent, chain=False, only=b'"drop_agent"'):
+            epoch = str(logged.line.get("epoch", ""))
+    return epoch
+BLOCK = 1 << 16
+
+
+def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
+                  actor: str | None = None, since_us: int | None = None,
+                  limit: int | None = None,
+                  progress: Callable[[Scan], None] | None = None,
+                  rolled_back: bool = False, until_us: int | None = None
+                  ) -> Iterator[AuditLine]:
+    """``agent``'s committed history, newest first (see the module doc).
+
+    ``key``/``actor``: only lines about that key / by that actor (a gene's v2
+    id, ``deployer``, ``retention``); ``since_us``: only lines at or after that
+    time (microseconds since the epoch), ``until_us`` before that time;
+    ``limit``: at most that many (the newest).  ``progress`` is told how far the reading of the log got.
+    ``rolled_back`` also keeps the lines that say a change did not commit (the
+    change's own lines stay out): the console marks them."""
+    matches = _Matches(limit)
+    wanted = Filters(key, actor, since_us, until_us)
+    path = store.audit.path
+    with store.backend.long_running(), store.backend.read() as tx:  # bounded per statement
+        record = tx.get_agent(agent)
+        database = (lambda: tx.audit_lines(agent) or iter(())) \
+            if tx.audit_lines(agent) is not None else None
+        if database is None and path is not None:
+            chosen = plan(tx, path, agent, record)
+            if chosen is not None:
+                try:
+                    return iter(_newest(tx, path, agent, chosen, wanted, limit, rolled_back,
+                                        progress))
+                except IndexStale:
+                    pass  # a log file moved, renumbered or edited: read it all, as below
+        found = None if database is None else _imports_from_index(tx, path, agent, record,
+                                                                  database)
+        imports, epochs = found or find_imports(path, agent, database)
+        # A deleted agent has no record: its history is that of the memory its
+        # last drop_agent line removed (`audit show` of a deleted agent).
+        segments = lineage(_dropped_epoch(path, agent) if record is None else record.epoch,
+                           imports)
+        replay = Replay(agent)
+
+        def keep(lines: list[Logged]) -> None:
+            for logged in lines:
+                if wanted.wants(logged.line):
+                    matches.add({k: v for k, v in logged.line.items() if k != "prev"})
+
+        try:
+            for logged in history_lines(path, agent, segments, database, epochs, progress):
+                if rolled_back and logged.line.get("action") == ROLLED_BACK:
+                    keep([logged])
+                keep(replay.feed(logged))
+            keep(replay.finish(None if record is None else record.next_seq,
+                               record is not None))
+        except LogProblem:  # verify names it; show what could be read
+            # (the change it stopped in may not replay either)
+            with contextlib.suppress(LogProblem):
+                keep(replay.finish(None, False))
+    return matches.newest_first()
+
+
+class Plan(NamedTuple):
+    """How the index gives an agent's history: its lineage (epoch -> the number
+    its lines stay below), and whether every numbered row is in it (``simple``:
+    then every row is the history's, and SQL picks a page; else the rows are
+    walked as :func:`.lineage.history_lines` walks a scan)."""
+
+    wanted: dict[str, int | None]
+    simple: bool
+
+
+def plan(tx: Transaction, path: Path | None, agent: str, record: AgentRecord | None
+         ) -> Plan | None:
+    """The :class:`Plan` if the index's rows are the agent's whole history up
+    to the store's last committed change (see :mod:`.index`), else ``None``."""
+    marker = None if path is None or record is None else tx.indexed(agent)
+    if marker is None or record is None or path is None or marker[0] != record.epoch:
+        return None
+    if marker[1]:  # every numbered row is the current memory's: no walk, no lineage
+        if record.next_seq > 1 and tx.index_last_committed(agent) != record.next_seq - 1:
+            return None  # behind the store (or ahead of it): not to be trusted
+        return Plan({}, True)
+    summary = tx.index_summary(agent)
+    last = next((committed for epoch, committed, _ in summary if epoch == record.epoch), None)
+    if record.next_seq > 1 and last != record.next_seq - 1:
+        return None  # behind the store (or ahead of it): not to be trusted
+    try:
+        with LineReader(path, agent) as reader:
+            imports: Imports = {}
+            for row in tx.index_of_action(agent, IMPORT_AGENT):
+                note_import(imports, reader.line(row)[0])
+    except IndexStale:
+        return None
+    wanted = {s.epoch: s.below for s in lineage(record.epoch, imports)}
+    simple = all(epoch in wanted and ((below := wanted[epoch]) is None or newest < below)
+                 for epoch, _, newest in summary)
+    return Plan(wanted, simple)
+
+
+def is_simple(tx: Transaction, path: Path, agent: str, record: AgentRecord) -> bool:
+    """Are all of the agent's numbered rows its lineage's (for the marker)?"""
+    summary = tx.index_summary(agent)
+    try:
+        with LineReader(path, agent) as reader:
+            imports: Imports = {}
+            for row in tx.index_of_action(agent, IMPORT_AGENT):
+                note_import(imports, reader.line(row)[0])
+    except IndexStale:
+        return False
+    wanted = {s.epoch: s.below for s in lineage(record.epoch, imports)}
+    return all(epoch in wanted and ((below := wanted[epoch]) is None or newest < below)
+               for epoch, _, newest in summary)
+
+
+def usable_entries(tx: Transaction, path: Path | None, agent: str,
+                   record: AgentRecord | None) -> list[IndexRow] | None:
+    """The agent's index rows if they are its whole history (:func:`plan`, the
+    log at ``path``), else ``None``."""
+    return None if plan(tx, path, agent, record) is None else tx.index_entries(agent)
+
+
+def kept_entries(rows: list[IndexRow], wanted: dict[str, int | None],
+                 rolled_back: bool) -> list[IndexRow]:
+    """The rows :func:`audit_history` shows, in log order, for a lineage whose
+    rows are not all the history's: the lineage's lines, and the lines without
+    ``seq`` that fall among them (as :func:`.lineage.history_lines` decides for
+    a scan).  Every indexed change was committed, so no replay is needed to
+    leave phantoms out."""
+    inside = True
+    out = []
+    for row in rows:
+        seq = row[SEQ]
+        if seq is None:
+            if inside:
+                out.append(row)
+            continue
+        epoch = row[EPOCH]
+        inside = epoch in wanted and ((below := wanted[epoch]) is None or seq < below)
+        if inside and (rolled_back or row[ACTION] != ROLLED_BACK):
+            out.append(row)
+    return out
+
+
+class Filters(NamedTuple):
+    """What :func:`audit_history` keeps: a key, an actor, a time window (µs)."""
+
+    key: str | None = None
+    actor: str | None = None
+    since_us: int | None = None
+    until_us: int | None = None
+
+    def wants(self, line: AuditLine) -> bool:
+        if self.key is not None and line.get("key") != self.key:
+            return False
+        if self.actor is not None and line.get("actor") != self.actor:
+            return False
+        if self.since_us is not None or self.until_us is not None:
+            try:
+                at = parse_time(str(line.get("ts")))
+            except ValueError:
+                return False
+            return (self.since_us is None or at >= self.since_us) and \
+                (self.until_us is None or at < self.until_us)
+        return True
+
+
+def _newest(tx: Transaction, path: Path, agent: str, found: Plan, wanted: Filters,
+            limit: int | None, rolled_back: bool,
+            progress: Callable[[Scan], None] | None = None) -> list[AuditLine]:
+    """The newest matches first, reading only the lines that may match: a page
+    of rows at a time chosen by SQL (``simple``), else from the walked rows.
+    ``progress`` is told once, at the end, the lines and bytes read."""
+    with LineReader(path, agent) as reader:
+        out = _pick(tx, reader, agent, found, wanted, limit, rolled_back)
+        if progress is not None:
+            progress(Scan(lines=reader.lines_read, done=reader.bytes_read,
+                          total=reader.bytes_read))
+    return out
+
+
+def _pick(tx: Transaction, reader: LineReader, agent: str, found: Plan, wanted: Filters,
+          limit: int | None, rolled_back: bool) -> list[AuditLine]:
+    wanted_hash = key_hash(wanted.key) if wanted.key is not None else None
+    since = -(1 << 62) if wanted.since_us is None else wanted.since_us
+    until = 1 << 62 if wanted.until_us is None else wanted.until_us
+    out: list[AuditLine] = []
+    batch = max(64, min(limit or 1000, 1000))
+    if found.simple:
+        before = END
+        while True:
+            rows = tx.index_page(agent, before, since, until,
+                                 "" if rolled_back else ROLLED_BACK, wanted_hash, batch)
+            if _take(reader, rows, out, wanted, limit) or len(rows) < batch:
+                return out
+            before = (rows[-1][0], rows[-1][1])
+    rows = kept_entries(tx.index_entries(agent), found.wanted, rolled_back)
+    picked = [r for r in reversed(rows) if (wanted.key is None or r[KEY_HASH] == wanted_hash)
+              and since <= r[TS_US] < until]
+    _take(reader, picked, out, wanted, limit)
+    return out
+
+
+def _take(reader: LineReader, rows: list[IndexRow], out: list[AuditLine], wanted: Filters,
+          limit: int | None) -> bool:
+    """Add the lines of ``rows`` that match to ``out``; whether ``limit`` is reached."""
+    for row in rows:
+        if limit is not None and len(out) >= limit:
+            return True
+        line = reader.line(row)[0]
+        if wanted.wants(line):
+            out.append({k: v for k, v in line.items() if k != "prev"})
+    return limit is not None and len(out) >= limit
+
+
+def _imports_from_index(tx: Transaction, path: Path | None, agent: str,
+                        record: AgentRecord | None,
+                        database: Callable[[], Iterator[dict[str, Any]]]
+                        ) -> tuple[Imports, frozenset[str]] | None:
+    """What :func:`.lineage.find_imports` finds, with the log's ``import_agent``
+    lines found by the index instead of a scan of the log (a backend that keeps
+    the committed lines itself reads the rest from there)."""
+    if plan(tx, path, agent, record) is None or path is None:
+        return None
+    imports: Imports = {}
+    try:
+        with LineReader(path, agent) as reader:
+            for row in tx.index_of_action(agent, IMPORT_AGENT):
+                note_import(imports, reader.line(row)[0])
+    except IndexStale:
+        return None
+    epochs: set[str] = set()
+    for line in database():
+        epochs.add(line.get("epoch", ""))
+        note_import(imports, line)
+    return imports, frozenset(epochs)
+
+
+#: One change of bytes for the chart: (time in µs, action, the key or its hash,
+#: category, bytes) -- oldest first (see :func:`usage_steps`).
+Step: TypeAlias = tuple[int, str, object, "str | None", int]
+
+
+def usage_steps(store: MemoryStore, agent: str) -> list[Step]:
+    """The committed lines of ``agent``'s history that the chart follows (the
+    actions of :data:`.index.CHART_ACTIONS`), oldest first: from the index's
+    columns alone when it is usable (no line read but its imports'), else from
+    :func:`audit_history`."""
+    path = store.audit.path
+    followed = frozenset(CHART_ACTIONS)
+    with store.backend.read() as tx:
+        record = tx.get_agent(agent)
+        # A backend that keeps the lines (PostgreSQL) is read as audit_history reads it.
+        found = plan(tx, path, agent, record) if tx.audit_lines(agent) is None else None
+        if found is not None and found.simple:
+            return [(r[0], r[1], r[2], r[3], r[4]) for r in tx.index_steps(agent)]
+        if found is not None:
+            return [(r[TS_US], r[ACTION], r[KEY_HASH], r[CATEGORY], r[NBYTES])
+                    for r in kept_entries(tx.index_entries(agent), found.wanted, False)
+                    if r[ACTION] in followed]
+    out: list[Step] = []
+    for line in audit_history(store, agent):
+        if line.get("action") not in followed:
+            continue
+        try:
+            at = parse_time(str(line.get("ts")))
+        except ValueError:
+            continue
+        category, nbytes = line.get("category"), line.get("bytes")
+        out.append((at, str(line.get("action")), line.get("key"),
+                    category if isinstance(category, str) else None,
+                    nbytes if isinstance(nbytes, int) else 0))
+    out.reverse()
+    return out
+
+
+class _Matches:
+    """The lines to show, kept in bounded memory (see the module doc)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.newest: deque[AuditLine] | None = None if limit is None else deque(maxlen=limit)
+        self.spool: IO[bytes] | None = None
+
+    def add(self, line: AuditLine) -> None:
+        if self.newest is not None:
+            self.newest.append(line)
+            return
+        if self.spool is None:
+            self.spool = tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY)  # noqa: SIM115
+        self.spool.write(json.dumps(line, ensure_ascii=False).encode("utf-8", "surrogatepass")
+                         + b"\n")
+
+    def newest_first(self) -> Iterator[AuditLine]:
+        if self.newest is not None:
+            return reversed(self.newest)
+        return _backwards(self.spool)
+
+
+def _backwards(spool: IO[bytes] | None) -> Iterator[AuditLine]:
+    """The spooled lines from the last to the first, a block at a time."""
+    if spool is None:
+        return
+    with spool:
+        end = spool.seek(0, os.SEEK_END)
+        rest = b""
+        while end > 0:
+            start = max(0, end - BLOCK)
+            spool.seek(start)
+            data = spool.read(end - start) + rest
+            end = start
+            parts = data.split(b"\n")
+            rest = parts[0] if start > 0 else b""
+            for part in reversed(parts if start == 0 else parts[1:]):
+                if part:
+                    yield json.loads(part.decode("utf-8", "surrogatepass"))

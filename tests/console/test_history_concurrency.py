@@ -1,0 +1,95 @@
+"""The console serves pages concurrently: a verify that waits holds no other page
+(issue 31, item 7), and the history and chart come from the history index.
+
+The verify is made to wait for real: another connection holds the SQLite
+file's write lock, so the verify's write transaction (it holds the agent
+while it reads) queues behind it.  Meanwhile the agent's history page must be
+served.  With one lock around every use of the stores (the console before
+this issue), the page waited behind the verify until the verify gave up.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+from rotifer.agents.project import Project
+from rotifer.memory.audit.history import usable_entries
+from tests.console.helpers import Response, Served, make_project
+
+
+def test_a_verify_waiting_for_the_store_holds_no_other_page(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", history=True)
+    served = Served(project)
+    blocker = sqlite3.connect(project.dot / "playground.db", isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")  # the file's write lock, held
+        answer: list[Response] = []
+        verify = threading.Thread(target=lambda: answer.append(served.post(
+            "/agents/busy/verify", urllib.parse.urlencode({"csrf": served.secrets.csrf}))))
+        verify.start()
+        time.sleep(1.0)  # let the verify reach the server and queue for the lock
+        assert verify.is_alive() and not answer
+        page = served.get("/agents/busy/history")
+        chart = served.get("/agents/busy/history/chart")
+        assert page.status == 200 and "cache/58" in page.text
+        assert chart.status == 200 and "<svg" in chart.text
+        assert verify.is_alive(), "the pages were served only after the verify ended"
+        blocker.execute("ROLLBACK")
+        verify.join(120)
+        assert answer and answer[0].status == 200 and "OK" in answer[0].text
+    finally:
+        blocker.close()
+        served.stop()
+
+
+def test_the_history_pages_read_the_index(tmp_path: Path) -> None:
+    """The agents the console shows were made by ``agent create``: their index is
+    whole, so the pages read their own lines (and say the same as without it:
+    tests/memory/test_audit_index.py)."""
+    project = make_project(tmp_path / "proj", history=True)
+    with Project(project.root).open_store("busy", create=False) as store, \
+            store.backend.read() as tx:
+        assert usable_entries(tx, store.audit.path, "busy", tx.get_agent("busy")) is not None
+
+
+def test_the_chart_reduced_while_it_is_made_is_the_chart_reduced_after() -> None:
+    """``series_of(steps, most)`` (only the kept points made) draws exactly what
+    ``buckets(series_of(steps))`` draws."""
+    from rotifer.console import chart
+
+    steps = [(1_772_366_400_000_000 + i * 997, ("write", "update", "evict", "drop_agent",
+                                                 "access_denied")[i % 5 if i % 97 else 3],
+              i % 53, ("CACHE", "PATTERN", "CONTEXT", "PREFERENCE", "BOGUS")[i % 5], i % 300)
+             for i in range(5000)]
+    assert chart.series_of(steps, 50) == chart.buckets(chart.series_of(steps), most=50)
+    assert len(chart.series_of(steps, 50)) <= 50
+
+
+def test_the_chart_kept_by_the_console_follows_every_change(tmp_path: Path) -> None:
+    """The console keeps each agent's chart until the agent changes: a write, a
+    deployer's delete and a new memory of the same name each draw it anew."""
+    from rotifer.console.data import ConsoleData
+    from rotifer.memory import Category
+
+    project = make_project(tmp_path / "proj", history=True)
+    data = ConsoleData(project)
+    try:
+        first = data.chart_points("busy")
+        assert first == data.chart_points("busy")
+        with project.open_store("busy") as store:
+            gene = next(iter(project.registry().entries()))
+            store.for_gene("busy", gene, "notes").write_memory("pattern/new", b"p" * 50,
+                                                              "PATTERN")
+        second = data.chart_points("busy")
+        grown = second[-1].bytes[Category.PATTERN] - first[-1].bytes[Category.PATTERN]
+        assert grown == 50 + len("pattern/new")  # an entry's size counts its key
+        with project.open_store("busy") as store:
+            store.deployer("busy").delete_key("pattern/new")
+        assert sum(data.chart_points("busy")[-1].bytes.values()) == \
+            sum(first[-1].bytes.values())
+    finally:
+        data.close()

@@ -1,0 +1,104 @@
+"""Reading a hot standby: the deployer's view may, a gene's never.
+
+A deployer who asks for a standby in the URL (``target_session_attrs=standby``
+or ``prefer-standby``) gets its read-only commands and pages served there,
+told how far behind it is; every change, and every gene, needs the primary.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rotifer.memory import AgentMemoryError, ErrorCode, ManualClock, MemoryStore
+from rotifer.memory.model import RetentionPolicy
+from tests.pg_failover import PgPair
+
+from .test_failover import _pair
+from .worker import GENE
+
+pytestmark = pytest.mark.postgres
+
+DAY_US = 86_400 * 1_000_000
+
+
+@pytest.fixture
+def pair() -> Iterator[PgPair]:
+    yield from _pair(sync=True)
+
+
+def test_the_deployer_reads_a_standby_and_is_told_how_far_behind(
+        pair: PgPair, tmp_path: Path) -> None:
+    clock = ManualClock()
+    primary = MemoryStore.open(tmp_path / ".rotifer", pair.url(), clock=clock)
+    primary.create_agent("a")
+    gene = primary.for_gene("a", GENE, "failover")
+    gene.write_memory("kept", b"1", "CONTEXT")
+    gene.write_memory("short", b"2", "CONTEXT", retention_policy=RetentionPolicy(1))
+    assert not primary.backend.read_only and primary.replay_delay() is None
+
+    later = ManualClock(clock.now_us() + 2 * DAY_US)  # "short" has expired by now
+    standby = MemoryStore.open(tmp_path / ".rotifer", pair.url(attrs="standby"), clock=later)
+    assert standby.backend.read_only
+    deadline = time.monotonic() + 30
+    while not standby.has_agent("a") and time.monotonic() < deadline:
+        time.sleep(0.05)  # synchronous_commit=on: flushed there, replayed soon after
+    delay = standby.replay_delay()
+    assert delay is not None and delay >= 0
+    deployer = standby.deployer("a")
+    while time.monotonic() < deadline and len(deployer.list()) < 1:
+        time.sleep(0.05)
+    # The expired entry is invisible and nothing tries to purge it on the standby.
+    assert [e.key for e in deployer.list()] == ["kept"]
+    entry = deployer.read("kept")
+    assert entry is not None and entry.value == b"1"
+
+    with pytest.raises(AgentMemoryError) as refused:
+        standby.for_gene("a", GENE, "failover")
+    assert refused.value.code is ErrorCode.STORAGE_ERROR
+    assert "read-only standby" in str(refused.value)
+    with pytest.raises(AgentMemoryError) as change:
+        deployer.delete_key("kept")
+    assert change.value.code is ErrorCode.STORAGE_ERROR
+    assert "read-only standby" in str(change.value)
+
+    # The primary purges what expired on its next call; the standby follows.
+    later_primary = MemoryStore.open(tmp_path / ".rotifer", pair.url(), clock=later)
+    assert [e.key for e in later_primary.deployer("a").list()] == ["kept"]
+    for store in (later_primary, standby, primary):
+        store.close()
+
+
+def test_the_cli_lists_from_a_standby_says_so_and_runs_genes_on_the_primary_only(
+        pair: PgPair, tmp_path: Path) -> None:
+    """``ROTIFER_MEMORY_URL`` asking for a standby: `agent memory list` reads it
+    and says how far behind it is; `agent run` is refused (a gene must read what
+    it wrote); the primary's URL runs it."""
+    from tests.cli.helpers import add_gene, init_project, ok, refused, run, wrap
+
+    root = init_project(tmp_path / "proj")
+    add_gene(root, "keeper", "def express(input, ctx):\n"
+                            "    ctx.memory.write_memory('k', b'v', 'CONTEXT')\n"
+                            "    return {}\n")
+    wrap(root, "keeper")
+    primary = {"ROTIFER_MEMORY_URL": pair.url()}
+    standby = {"ROTIFER_MEMORY_URL": pair.url(attrs="standby")}
+    ok(root, "agent", "create", "bot", "--genes", "keeper", env=primary)
+    ok(root, "agent", "run", "bot", "--input", "{}", env=primary)
+    deadline = time.monotonic() + 30
+    while True:
+        done = run(root, "agent", "memory", "list", "bot", env=standby)
+        if (done.returncode == 0 and "k " in done.stdout) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert done.returncode == 0, done.stderr
+    assert "CONTEXT" in done.stdout
+    assert "note: reading a hot standby" in done.stderr
+    assert "note: reading a hot standby" not in run(
+        root, "agent", "memory", "list", "bot", env=primary).stderr
+    line = refused(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot", "--input", "{}",
+                   env=standby)
+    assert "read-only standby" in line and "genes run on the primary only" in line
