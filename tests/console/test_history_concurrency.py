@@ -29,7 +29,7 @@ def test_a_verify_waiting_for_the_store_holds_no_other_page(tmp_path: Path) -> N
         blocker.execute("BEGIN IMMEDIATE")  # the file's write lock, held
         answer: list[Response] = []
         verify = threading.Thread(target=lambda: answer.append(served.post(
-            "/agents/busy/verify", urllib.parse.urlencode({"csrf": served.secrets.csrf}))))
+            "/agents/busy/verify", urllib.parse.urlencode({"csrf": served.csrf}))))
         verify.start()
         time.sleep(1.0)  # let the verify reach the server and queue for the lock
         assert verify.is_alive() and not answer
@@ -78,18 +78,18 @@ def test_the_chart_kept_by_the_console_follows_every_change(tmp_path: Path) -> N
     project = make_project(tmp_path / "proj", history=True)
     data = ConsoleData(project)
     try:
-        first = data.chart_points("busy")
-        assert first == data.chart_points("busy")
+        first = data.chart_points("busy")[0]
+        assert first == data.chart_points("busy")[0]
         with project.open_store("busy") as store:
             gene = next(iter(project.registry().entries()))
             store.for_gene("busy", gene, "notes").write_memory("pattern/new", b"p" * 50,
                                                               "PATTERN")
-        second = data.chart_points("busy")
+        second = data.chart_points("busy")[0]
         grown = second[-1].bytes[Category.PATTERN] - first[-1].bytes[Category.PATTERN]
         assert grown == 50 + len("pattern/new")  # an entry's size counts its key
         with project.open_store("busy") as store:
             store.deployer("busy").delete_key("pattern/new")
-        assert sum(data.chart_points("busy")[-1].bytes.values()) == \
+        assert sum(data.chart_points("busy")[0][-1].bytes.values()) == \
             sum(first[-1].bytes.values())
     finally:
         data.close()
