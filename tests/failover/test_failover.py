@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
@@ -128,13 +129,25 @@ def test_with_one_plain_server_a_refused_connection_is_reported_at_once(
 # -- synchronous commits that the standby never confirmed ----------------------
 
 
-def _lose_in_flight(receivers: list[int]) -> None:
+def _lose_in_flight(pair: PgPair, receivers: list[int]) -> None:
     """The stopped WAL receivers die with what the dead primary had sent them
     still unread in their sockets: the standby never got it.  (Resumed, they
     would read it from the kernel's buffer.)  The standby's postmaster restarts
-    after the crash of its child and is promoted as usual."""
+    after the crash of its child; it is promoted once it answers again (a
+    promotion asked while it restarts would be lost)."""
     for pid in receivers:
         os.kill(pid, signal.SIGKILL)
+    standby = pair.node(pair.standby)
+    deadline = time.monotonic() + 60
+    time.sleep(0.2)  # the postmaster notices its child's death and restarts
+    while time.monotonic() < deadline:
+        try:
+            if standby.sql("SELECT pg_is_in_recovery()") == [(True,)]:
+                return
+        except psycopg.Error:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the standby did not come back after its WAL receiver died")
 
 
 def _sync_waiter(pair: PgPair) -> int:
@@ -180,7 +193,7 @@ def test_a_commit_the_standby_never_confirmed_is_not_acknowledged(
     sync_pair.node(sync_pair.primary).sql(f"SELECT pg_cancel_backend({pid})")
     writer.join(30)
     sync_pair.node(sync_pair.primary).kill()
-    _lose_in_flight(receivers)
+    _lose_in_flight(sync_pair, receivers)
     sync_pair.node(sync_pair.standby).promote()
     sync_pair.primary = sync_pair.standby
     assert gene.read_memory("kept") is not None
@@ -214,7 +227,7 @@ def test_asynchronous_replication_loses_what_it_acknowledged(
         os.kill(pid, signal.SIGSTOP)
     gene.write_memory("acknowledged", b"2", "CONTEXT")  # returns: acknowledged
     async_pair.node(async_pair.primary).kill()
-    _lose_in_flight(receivers)
+    _lose_in_flight(async_pair, receivers)
     async_pair.node(async_pair.standby).promote()
     assert gene.read_memory("sent") is not None
     assert gene.read_memory("acknowledged") is None
