@@ -104,10 +104,6 @@ class _Keeper:
             raise RuntimeError(f"initdb failed: {done.stderr or done.stdout}")
         (self.data / "pg_hba.conf").write_text(PG_HBA)
         self.configure(self.data, settings)
-        # pg_autoctl's own file sets listen_addresses = '*' for the monitor (it
-        # has no --listen); postgresql.auto.conf is read last and wins.
-        with (self.data / "postgresql.auto.conf").open("a") as auto:
-            auto.write("listen_addresses = '127.0.0.1'\n")
 
     def configure(self, data: Path, settings: dict[str, str]) -> None:
         with (data / "postgresql.conf").open("a") as conf:
@@ -197,6 +193,7 @@ class AutoFailover:
         self.monitor = _Keeper(self, "monitor", ports[0])
         self.nodes = [_Keeper(self, f"node{n + 1}", ports[n + 1]) for n in range(2)]
         self.failovers = 0
+        self.superuser = ""
         #: Seconds from each kill until the other node was primary (wait_primary).
         self.promotion_seconds: list[float] = []
         #: Seconds from each kill until the formation was healthy again.
@@ -213,32 +210,43 @@ class AutoFailover:
 
     def start(self) -> None:
         # pg_autoctl connects as the operating system's user for what needs a
-        # superuser (creating its roles, the rotifer role and database).
-        superuser = pwd.getpwuid(self.run_as["user"] if self.run_as else os.geteuid()).pw_name
+        # superuser (creating its roles and the database); so does this harness.
+        self.superuser = superuser = pwd.getpwuid(
+            self.run_as["user"] if self.run_as else os.geteuid()).pw_name
         self.monitor.initdb(superuser, MONITOR_SETTINGS)
         self.monitor.spawn("create", "monitor", "--pgdata", str(self.monitor.data),
                            "--pgport", str(self.monitor.port), "--hostname", "127.0.0.1",
-                           "--skip-pg-hba", "--no-ssl", "--run")
+                           # (--listen is missing from its --help, but taken: the
+                           # default is every address)
+                           "--listen", "127.0.0.1", "--skip-pg-hba", "--no-ssl", "--run")
         self._wait(lambda: self._monitor_sql("SELECT 1") == [(1,)], "the monitor to start",
                    self.monitor)
         first = self.nodes[0]
         # fsync off: the data is thrown away, and a SIGKILL leaves the kernel's
-        # page cache intact.  A short checkpoint_timeout: pg_autoctl's
-        # pg_basebackup waits for a spread checkpoint (over 90 s by default).
-        first.initdb(superuser, {"fsync": "off", "full_page_writes": "off",
-                                 "max_connections": "200", "shared_buffers": "64MB",
+        # page cache intact.  full_page_writes stays on: pg_rewind, with which
+        # a dead primary rejoins, refuses a source without it.  A short
+        # checkpoint_timeout: pg_autoctl's pg_basebackup waits for a spread
+        # checkpoint (over 90 s by default).
+        first.initdb(superuser, {"fsync": "off", "max_connections": "200",
+                                 "shared_buffers": "64MB",
                                  "checkpoint_timeout": "'30s'",
                                  "checkpoint_completion_target": "0.1"})
         self._create_node(first)
         self._wait(lambda: self._states() == {first.port: ("single", "single")},
                    "the first node to be a single primary", first)
+        # rotifer's own role: not a superuser (pg_autoctl's --username would make
+        # one), the owner of the database pg_autoctl made (--dbname).
+        with psycopg.connect(self._node_url(first, "postgres"), autocommit=True,
+                             connect_timeout=5) as conn:
+            conn.execute("CREATE ROLE rotifer LOGIN")
+            conn.execute("ALTER DATABASE rotifer OWNER TO rotifer")
         self._create_node(self.nodes[1])
         self.wait_healthy()
 
     def _create_node(self, node: _Keeper) -> None:
         node.spawn("create", "postgres", "--pgdata", str(node.data), "--pgport", str(node.port),
                    "--hostname", "127.0.0.1", "--listen", "127.0.0.1", "--name", node.name,
-                   "--username", "rotifer", "--dbname", "rotifer", "--skip-pg-hba", "--no-ssl", "--monitor", self.monitor_url(), "--run")
+                   "--dbname", "rotifer", "--skip-pg-hba", "--no-ssl", "--monitor", self.monitor_url(), "--run")
 
     # -- what the monitor says -------------------------------------------------
 
@@ -328,7 +336,8 @@ class AutoFailover:
     # -- URLs --------------------------------------------------------------------
 
     def _node_url(self, node: _Keeper, dbname: str) -> str:
-        return f"postgresql://rotifer@127.0.0.1:{node.port}/{dbname}"
+        """One node, as the superuser (pg_stat_replication's details are its)."""
+        return f"postgresql://{self.superuser}@127.0.0.1:{node.port}/{dbname}"
 
     def url(self, dbname: str = "rotifer", **params: str) -> str:
         """Both nodes in one multi-host URL that finds the primary (as
