@@ -37,6 +37,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -103,10 +104,8 @@ class _Keeper:
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {done.stderr or done.stdout}")
         (self.data / "pg_hba.conf").write_text(PG_HBA)
-        self.configure(self.data, settings)
-
-    def configure(self, data: Path, settings: dict[str, str]) -> None:
-        with (data / "postgresql.conf").open("a") as conf:
+        # (A standby's configuration is copied from its primary's, sockets too.)
+        with (self.data / "postgresql.conf").open("a") as conf:
             conf.write(f"unix_socket_directories = '{self.owner.sockets}'\n")
             for name, value in settings.items():
                 conf.write(f"{name} = {value}\n")
@@ -306,9 +305,8 @@ class AutoFailover:
     def wait_healthy(self, timeout: float = 180) -> None:
         self._wait(self._healthy, "a primary and a synchronous secondary", None, timeout)
 
-    def _wait(self, ready: object, what: str, keeper: _Keeper | None,
+    def _wait(self, ready: Callable[[], bool], what: str, keeper: _Keeper | None,
               timeout: float = 120) -> None:
-        assert callable(ready)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if ready():
@@ -320,7 +318,7 @@ class AutoFailover:
             time.sleep(0.2)
         logs = "\n".join(f"--- {k.name}\n{k.log_tail()}"
                          for k in ([keeper] if keeper else [self.monitor, *self.nodes]))
-        raise RuntimeError(f"timed out waiting for {what}; monitor: {self._states()}\n{logs}")
+        raise RuntimeError(f"timed out waiting for {what}:\n{self.show_state()}\n{logs}")
 
     def timeline(self) -> int:
         """The primary's timeline: one more with every promotion."""

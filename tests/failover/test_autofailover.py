@@ -51,7 +51,7 @@ def formation() -> Iterator[AutoFailover]:
         _missing("no PostgreSQL server binaries")
         return
     if find_pg_autoctl(bindir) is None:
-        _missing(f"no pg_autoctl, or no pgautofailover extension for {bindir.parent.name}")
+        _missing(f"no pg_autoctl, or no pgautofailover extension for PostgreSQL {bindir.parent.name}")
         return
     cluster = AutoFailover(bindir)
     try:
