@@ -5,7 +5,8 @@ reached through one libpq multi-host URL.  The primary is SIGKILLed and the
 standby promoted with ``pg_ctl promote``, as an operator or pg_auto_failover
 does when the primary's machine dies.
 
-The register test is in the style of Jepsen's: worker processes write and
+The register test (:mod:`tests.failover.register`) is in the style of
+Jepsen's: worker processes write and
 delete their own keys across three agents and record what each call was told;
 after the failovers every acknowledged change must be there (up to the calls
 after it that failed, which may or may not have happened), every value there
@@ -14,12 +15,8 @@ must be one some call wrote, and ``audit verify`` must pass on every agent.
 
 from __future__ import annotations
 
-import json
 import os
-import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,13 +30,10 @@ from rotifer.memory.audit.verify import verify_agent
 from tests.pg_failover import PgPair
 from tests.pg_servers import find_pg_bindir
 
+from .register import run_register
 from .worker import GENE
 
 pytestmark = pytest.mark.postgres
-
-ROOT = Path(__file__).resolve().parents[2]
-AGENTS = ["a0", "a1", "a2"]
-
 
 def _pair(sync: bool) -> Iterator[PgPair]:
     if os.environ.get("ROTIFER_TEST_PG_URL"):
@@ -235,97 +229,6 @@ def test_asynchronous_replication_loses_what_it_acknowledged(
 
 
 # -- the register test ----------------------------------------------------------
-
-
-def _workers(pair: PgPair, rotifer_dir: Path, count: int, tmp: Path
-             ) -> tuple[list[subprocess.Popen[bytes]], list[Path], Path]:
-    stop = tmp / "stop"
-    outs = [tmp / f"worker{n}.jsonl" for n in range(count)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "tests.failover.worker", pair.url(), str(rotifer_dir), str(n),
-         ",".join(AGENTS), str(outs[n]), str(stop)],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for n in range(count)]
-    return procs, outs, stop
-
-
-def _acked(out: Path) -> int:
-    try:
-        return sum(1 for line in out.read_text().splitlines() if '"ok": true' in line)
-    except OSError:
-        return 0
-
-
-def _wait_for_acks(outs: list[Path], at_least: list[int], procs: list[subprocess.Popen[bytes]],
-                   timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for proc in procs:
-            if proc.poll() is not None:
-                raise AssertionError(f"a worker died: {proc.stderr.read() if proc.stderr else ''}")
-        if all(_acked(out) >= need for out, need in zip(outs, at_least, strict=True)):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the workers stopped making progress: "
-                         f"{[_acked(o) for o in outs]} < {at_least}")
-
-
-def check_register(store: MemoryStore, outs: list[Path]) -> dict[str, int]:
-    """Every acknowledged change is there, every present value was written."""
-    history: dict[tuple[str, str], list[dict[str, object]]] = {}
-    acknowledged = 0
-    for out in outs:
-        for line in out.read_text().splitlines():
-            call = json.loads(line)
-            history.setdefault((str(call["agent"]), str(call["key"])), []).append(call)
-            acknowledged += bool(call["ok"])
-    for (agent, key), calls in history.items():
-        last_ok = max((n for n, c in enumerate(calls) if c["ok"]), default=-1)
-        allowed = {calls[last_ok]["value"] if last_ok >= 0 else None}
-        allowed |= {c["value"] for c in calls[last_ok + 1:] if not c["ok"]}
-        if last_ok < 0:
-            allowed |= {c["value"] for c in calls if not c["ok"]}
-        entry = store.deployer(agent).read(key)
-        found = entry.value.decode() if entry is not None else None
-        assert found in allowed, (agent, key, found, allowed, calls[last_ok:])
-    for agent in AGENTS:
-        present = {e.key for e in store.deployer(agent).list()}
-        assert all((agent, key) in history for key in present), present
-        report = verify_agent(store, agent)
-        assert report.ok, report.message
-    return {"acknowledged": acknowledged, "calls": sum(len(c) for c in history.values())}
-
-
-def run_register(pair: PgPair, tmp_path: Path, failovers: int, workers: int = 3
-                 ) -> dict[str, int]:
-    rotifer_dir = tmp_path / ".rotifer"
-    with _open(pair, rotifer_dir) as store:
-        for agent in AGENTS:
-            store.create_agent(agent)
-    procs, outs, stop = _workers(pair, rotifer_dir, workers, tmp_path)
-    rng = random.Random(failovers)
-    try:
-        _wait_for_acks(outs, [20] * workers, procs)
-        for _ in range(failovers):
-            time.sleep(rng.uniform(0.05, 0.8))  # a random moment in the stream of calls
-            pair.fail_over()
-            _wait_for_acks(outs, [_acked(o) + 10 for o in outs], procs)
-    finally:
-        stop.touch()
-        for proc in procs:
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    for proc in procs:
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        assert proc.returncode == 0, err
-    with _open(pair, rotifer_dir) as store:
-        figures = check_register(store, outs)
-    figures["failovers"] = pair.failovers
-    return figures
 
 
 def test_register_across_two_failovers(sync_pair: PgPair, tmp_path: Path) -> None:
