@@ -143,6 +143,8 @@ def main() -> None:  # pragma: no cover - a manual run: python -m bench.history
     settings = {"--quick": QUICK, "--tiny": None}.get(sys.argv[1] if len(sys.argv) > 1 else "",
                                                      FULL)
     with tempfile.TemporaryDirectory(prefix="rotifer-bench-") as tmp:
+        # As root, contained genes run as nobody, who must pass through it.
+        Path(tmp).chmod(0o711)
         print(run(Path(tmp), settings or Settings(rounds=3)))
 
 

@@ -133,7 +133,8 @@ def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
     assert body["write_memory, update"][6] == (
         "`BEGIN; SET LOCAL statement_timeout; SET LOCAL lock_timeout; "
         "SELECT memory_agents FOR UPDATE; SELECT memory_entries JOIN memory_agents`, "
-        "`INSERT memory_entries; INSERT memory_audit; UPDATE memory_agents; COMMIT`")
+        "`INSERT memory_entries; INSERT memory_audit; INSERT memory_audit_index JOIN "
+        "unnest; UPDATE memory_agents; COMMIT`")
 
 
 def test_named_blocks_leave_the_main_table_alone(tmp_path: Path) -> None:

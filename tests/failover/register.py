@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from rotifer.memory import MemoryStore
-from rotifer.memory.audit_verify import verify_agent
+from rotifer.memory.audit.verify import verify_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ["a0", "a1", "a2"]

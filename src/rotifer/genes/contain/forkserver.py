@@ -221,6 +221,7 @@ class ForkServer:
         """Close the control socket (the server kills its children and exits) and reap it."""
         proc, control = self._proc, self._control
         self._proc = self._control = None
+        self._spawned = False  # the next server starts unasked
         if control is not None:
             control.close()
         if proc is not None:
