@@ -54,14 +54,8 @@ class _Node(PgServer):
 
     def start_with_port(self) -> None:
         """initdb and start on this node's fixed port (as ``PgServer.start``)."""
-        done = self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "rotifer",
-                         "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync",
-                         "--no-instructions")
-        if done.returncode != 0:
-            raise RuntimeError(f"initdb failed: {done.stderr or done.stdout}")
-        (self.data / "pg_hba.conf").write_text(
-            "local all all trust\nhost all all 127.0.0.1/32 trust\n"
-            "host replication all 127.0.0.1/32 trust\n")
+        self.initdb("local all all trust\nhost all all 127.0.0.1/32 trust\n"
+                    "host replication all 127.0.0.1/32 trust\n")
         self.restart()
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
             conn.execute("CREATE DATABASE rotifer")

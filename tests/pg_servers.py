@@ -97,15 +97,19 @@ class PgServer:
         return subprocess.run(list(args), capture_output=True, text=True, cwd=self.root,
                               env=env, timeout=120, check=False, **self.run_as)
 
-    def start(self) -> None:
+    def initdb(self, hba: str = "local all all trust\nhost all all 127.0.0.1/32 trust\n"
+               ) -> None:
+        """A new cluster that trusts only loopback TCP (and the socket inside our
+        private directory), or the ``pg_hba.conf`` lines given."""
         done = self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "rotifer",
                          "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync",
                          "--no-instructions")
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {done.stderr or done.stdout}")
-        # Trust only loopback TCP (and the socket inside our private directory).
-        (self.data / "pg_hba.conf").write_text(
-            "local all all trust\nhost all all 127.0.0.1/32 trust\n")
+        (self.data / "pg_hba.conf").write_text(hba)
+
+    def start(self) -> None:
+        self.initdb()
         last = ""
         for _ in range(5):  # a free port can be taken between probing and binding
             self.port = free_port()

@@ -156,6 +156,13 @@ def plan(tx: Transaction, path: Path | None, agent: str, record: AgentRecord | N
     last = next((committed for epoch, committed, _ in summary if epoch == record.epoch), None)
     if record.next_seq > 1 and last != record.next_seq - 1:
         return None  # behind the store (or ahead of it): not to be trusted
+    return _lineage_plan(tx, path, agent, record, summary)
+
+
+def _lineage_plan(tx: Transaction, path: Path, agent: str, record: AgentRecord,
+                  summary: list[tuple[Any, ...]]) -> Plan | None:
+    """The lineage the index's import rows give, and whether every numbered row
+    lies in it (None: a row's line is not where the index says)."""
     try:
         with LineReader(path, agent) as reader:
             imports: Imports = {}
@@ -171,17 +178,8 @@ def plan(tx: Transaction, path: Path | None, agent: str, record: AgentRecord | N
 
 def is_simple(tx: Transaction, path: Path, agent: str, record: AgentRecord) -> bool:
     """Are all of the agent's numbered rows its lineage's (for the marker)?"""
-    summary = tx.index_summary(agent)
-    try:
-        with LineReader(path, agent) as reader:
-            imports: Imports = {}
-            for row in tx.index_of_action(agent, IMPORT_AGENT):
-                note_import(imports, reader.line(row)[0])
-    except IndexStale:
-        return False
-    wanted = {s.epoch: s.below for s in lineage(record.epoch, imports)}
-    return all(epoch in wanted and ((below := wanted[epoch]) is None or newest < below)
-               for epoch, _, newest in summary)
+    found = _lineage_plan(tx, path, agent, record, tx.index_summary(agent))
+    return found is not None and found.simple
 
 
 def usable_entries(tx: Transaction, path: Path | None, agent: str,
