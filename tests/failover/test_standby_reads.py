@@ -99,6 +99,10 @@ def test_the_cli_lists_from_a_standby_says_so_and_runs_genes_on_the_primary_only
     assert "note: reading a hot standby" in done.stderr
     assert "note: reading a hot standby" not in run(
         root, "agent", "memory", "list", "bot", env=primary).stderr
+    # The other read-only commands read the standby too.
+    assert "bot" in ok(root, "agent", "list", env=standby)
+    assert "keeper" in ok(root, "agent", "show", "bot", env=standby)
+    assert "write" in ok(root, "agent", "audit", "show", "bot", env=standby)
     line = refused(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot", "--input", "{}",
                    env=standby)
     assert "read-only standby" in line and "genes run on the primary only" in line
