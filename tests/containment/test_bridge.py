@@ -148,7 +148,7 @@ def test_large_messages_both_ways_and_lines_split_across_reads(tmp_path: Path) -
 def test_the_nesting_limit_is_exact_and_walks_no_recursion() -> None:
     """200 levels of arrays and objects are a message; 201 are a protocol
     violation (contain/channel.py); the walk has a stack of its own."""
-    from rotifer.genes.contain.channel import MAX_NESTING, too_deep
+    from rotifer.genes.contain.protocol import MAX_NESTING, too_deep
 
     deep: dict[str, list[Any]] = {"a": []}
     inner: list[Any] = deep["a"]

@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
-from rotifer.genes.jsonvalue import escaped
 from rotifer.memory.signals import signals_deferred
 
 from .jsonline import decode
+from .protocol import LOG, MAX_NESTING, RESULT, Shape, described, too_deep, well_formed_error
 from .spin import Spinner
 
 #: A gene's output, logs and memory traffic beyond this many bytes a message is refused.
@@ -37,11 +37,6 @@ MAX_MESSAGE_BYTES = 64 << 20
 MAX_OUTPUT_BYTES = 1 << 20
 #: A line of that output longer than this is passed on in pieces.
 MAX_LINE_BYTES = 8192
-#: A message from the child nested deeper than this (arrays and objects) is a
-#: protocol violation: decoding, serving and printing it must never reach
-#: Python's recursion limit (``jsonvalue`` calls an output this deep "nested
-#: too deeply" too).
-MAX_NESTING = 200
 
 OutputSink = Callable[[str], None]
 #: ``json.dumps(message, allow_nan=False)`` without building an encoder per
@@ -51,51 +46,6 @@ _ENCODE = json.JSONEncoder(allow_nan=False).encode
 #: their encoding (the child writes UTF-8): 4.5 -> 3.0 us a message; the C
 #: scanner called at once (contain/jsonline.py) cuts more.
 _DECODE = decode
-
-
-class Shape:
-    """The calls a bridge accepts: the fields a call message may have, and its ops."""
-
-    def __init__(self, fields: frozenset[str], ops: frozenset[str]) -> None:
-        self.fields = fields
-        self.ops = ops
-
-
-_LOG = {"type", "line"}
-_RESULT = {"type", "output"}
-_ERROR = frozenset({"type", "kind", "message", "code"})
-
-
-def _well_formed_error(message: dict[str, Any], kinds: frozenset[str]) -> bool:
-    return (message.get("kind") in kinds and message.keys() <= _ERROR
-            and type(message.get("message", "")) is str
-            and type(message.get("code", "")) is str)
-
-
-def _described(message: dict[str, Any]) -> str:
-    """What an unaccepted message was, for the violation (its type, quoted, cut)."""
-    kind = message.get("type")
-    if not isinstance(kind, str):
-        return "a message with no type"
-    if kind == "error":
-        shown = message.get("kind")
-        return f"an error of kind {escaped(str(shown), 40)!r} or shape it may not send"
-    return f"a {escaped(kind, 40)!r} message of a shape or at a time it may not send"
-
-
-def too_deep(value: Any) -> bool:
-    """Whether arrays and objects in ``value`` nest more than :data:`MAX_NESTING`
-    deep (walked with a stack of its own, never by recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_NESTING:
-            return True
-        inner = item.values() if type(item) is dict else item
-        for child in inner:
-            if type(child) is dict or type(child) is list:
-                stack.append((child, depth + 1))
-    return False
 
 
 class Child(Protocol):
@@ -438,18 +388,18 @@ class Channel:
                     continue
             except RecursionError:
                 raise self.violation("a call nested too deeply") from None
-            if kind == "log" and message.keys() == _LOG and type(message["line"]) is str:
+            if kind == "log" and message.keys() == LOG and type(message["line"]) is str:
                 self.count_output(message["line"], log)
-            elif kind == "result" and message.keys() == _RESULT:
+            elif kind == "result" and message.keys() == RESULT:
                 output = message["output"]
                 rejected = rejection_of(output)
                 if rejected is not None:
                     raise rejected
                 return output
-            elif kind == "error" and _well_formed_error(message, errors):
+            elif kind == "error" and well_formed_error(message, errors):
                 raise error(message)
             else:
-                raise self.violation(_described(message))
+                raise self.violation(described(message))
 
     def _kill(self) -> None:
         """SIGKILL the child's process group: the child and whatever it started."""

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable, InvalidGene
 from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, GeneMemoryAccess, MemoryEntry
 
-from .channel import MAX_OUTPUT_BYTES, Channel, Child, Shape
+from .channel import MAX_OUTPUT_BYTES, Channel, Child
 from .exposure import refuse_exposed
 from .forkserver import server
+from .protocol import Shape
 from .sandbox import SYSTEM_READ, Grant, python_read_paths, sandbox
 
 if TYPE_CHECKING:

@@ -20,8 +20,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES, Channel, Shape
+from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES, Channel
 from rotifer.genes.contain.exposure import refuse_exposed
+from rotifer.genes.contain.protocol import Shape
 from rotifer.genes.contain.sandbox import CONTAINED, SYSTEM_READ, Grant, sandbox
 from rotifer.genes.errors import GeneFailed, GeneUnavailable
 from rotifer.genes.gene import Gene
