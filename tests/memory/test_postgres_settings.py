@@ -62,3 +62,30 @@ def test_a_multi_host_url_is_shown_host_by_host_without_its_password() -> None:
     assert parse(url).awaits_failover
     assert parse("postgresql://u@h:1/db?target_session_attrs=read-write").awaits_failover
     assert not parse("postgresql://u@h:1/db").awaits_failover
+
+
+@pytest.mark.postgres
+def test_a_stale_sync_warning_never_marks_a_later_commit(pg_fresh_url: str) -> None:
+    """The WARNING that a COMMIT's wait for its synchronous standby was cancelled
+    belongs to the statement it came with: a connection handed back and taken
+    again starts with no such mark (else the next, confirmed COMMIT on it would
+    be reported as unconfirmed)."""
+    import time as _time
+
+    from rotifer.memory.postgres.connection import Connections, unconfirmed
+
+    pool = Connections.acquire(pg_fresh_url)
+    try:
+        conn = pool.take(_time.monotonic() + 30)
+        conn.execute("DO $$ BEGIN RAISE WARNING 'canceling wait for synchronous "
+                     "replication due to user request'; END $$")
+        pool.give_back(conn)
+        again = pool.take(_time.monotonic() + 30)
+        assert again is conn  # the pool's idle connection, reused
+        assert not unconfirmed(again)
+        again.execute("DO $$ BEGIN RAISE WARNING 'canceling wait for synchronous "
+                      "replication due to user request'; END $$")
+        assert unconfirmed(again)  # noted when it comes with the statement just run
+        pool.give_back(again)
+    finally:
+        pool.release()

@@ -291,6 +291,9 @@ class Connections:
 
     def give_back(self, conn: Connection) -> bool:
         """Return ``conn`` to the pool (or close it); True when the watchdog had cut it off."""
+        # A sync-wait warning belongs to the statement it came with, which the
+        # caller has checked by now: the next borrower starts without it.
+        _UNCONFIRMED.discard(id(conn))
         # A pipeline an interrupt left open (results never collected) is not reusable.
         healthy = (not conn.closed and not conn.broken
                    and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
