@@ -42,6 +42,22 @@ from tests.cli.helpers import (
 )
 from tests.containment.test_hostile_unprivileged import chown_tree, nobody_dir  # noqa: F401
 
+#: Both genes start threads the same way (the thread cap's attack).
+THREADS = r'''
+def threads(n):
+    stop = threading.Event()
+    started = []
+    try:
+        for _ in range(n):
+            t = threading.Thread(target=stop.wait)
+            t.start()
+            started.append(t)
+    finally:
+        stop.set()
+        for t in started:
+            t.join()
+'''
+
 PY = r'''
 import ctypes, errno, mmap, os, platform, tempfile, threading
 libc = ctypes.CDLL(None, use_errno=True)
@@ -83,19 +99,7 @@ def capabilities():
     if data.raw[:4] == bytes(4):
         raise OSError(errno.EPERM, "no effective capability")
 
-def threads(n):
-    stop = threading.Event()
-    started = []
-    try:
-        for _ in range(n):
-            t = threading.Thread(target=stop.wait)
-            t.start()
-            started.append(t)
-    finally:
-        stop.set()
-        for t in started:
-            t.join()
-
+''' + THREADS + r'''
 def watch(path):
     fd = c(libc.inotify_init1(0))
     try:
@@ -287,19 +291,7 @@ def attempt(f):
     except RuntimeError as e:
         return "refused " + str(e)
 
-def threads(n):
-    stop = threading.Event()
-    started = []
-    try:
-        for _ in range(n):
-            t = threading.Thread(target=stop.wait)
-            t.start()
-            started.append(t)
-    finally:
-        stop.set()
-        for t in started:
-            t.join()
-
+''' + THREADS + r'''
 def fill(mib):
     for i in range(mib // 32):
         with open(os.path.join(os.environ["TMPDIR"], f"f{i}"), "wb") as f:

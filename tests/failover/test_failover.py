@@ -19,7 +19,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -65,6 +65,23 @@ def _open(pair: PgPair, rotifer_dir: Path, **params: str) -> MemoryStore:
     return MemoryStore.open(rotifer_dir, pair.url(**params))
 
 
+def _in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """Start ``call`` in a thread; its outcome lands in the list: ``"ok"``, or the
+    AgentMemoryError it raised."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append("ok")
+        except AgentMemoryError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
 # -- one process across a failover --------------------------------------------
 
 
@@ -80,17 +97,7 @@ def test_a_call_made_while_no_primary_answers_waits_for_the_new_one(
     gene.write_memory("before", b"1", "CONTEXT")
     old, new = sync_pair.node(sync_pair.primary), sync_pair.node(sync_pair.standby)
     old.kill()
-    outcome: list[object] = []
-
-    def write_during_the_outage() -> None:
-        try:
-            gene.write_memory("during", b"2", "CONTEXT")
-            outcome.append("ok")
-        except AgentMemoryError as exc:
-            outcome.append(exc)
-
-    writer = threading.Thread(target=write_during_the_outage)
-    writer.start()
+    writer, outcome = _in_thread(lambda: gene.write_memory("during", b"2", "CONTEXT"))
     time.sleep(1.0)  # the call is waiting: only a standby answers now
     assert outcome == []
     new.promote()
@@ -169,17 +176,7 @@ def test_a_commit_the_standby_never_confirmed_is_not_acknowledged(
     assert receivers
     for pid in receivers:
         os.kill(pid, signal.SIGSTOP)  # the standby stops confirming
-    outcome: list[object] = []
-
-    def write() -> None:
-        try:
-            gene.write_memory("unconfirmed", b"2", "CONTEXT")
-            outcome.append("ok")
-        except AgentMemoryError as exc:
-            outcome.append(exc)
-
-    writer = threading.Thread(target=write)
-    writer.start()
+    writer, outcome = _in_thread(lambda: gene.write_memory("unconfirmed", b"2", "CONTEXT"))
     deadline = time.monotonic() + 20
     while not (pid := _sync_waiter(sync_pair)) and time.monotonic() < deadline:
         time.sleep(0.05)
