@@ -73,7 +73,7 @@ def test_the_deployer_reads_a_standby_and_is_told_how_far_behind(
 
 
 def test_the_cli_lists_from_a_standby_says_so_and_runs_genes_on_the_primary_only(
-        pair: PgPair, tmp_path: Path) -> None:
+        pair: PgPair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``ROTIFER_MEMORY_URL`` asking for a standby: `agent memory list` reads it
     and says how far behind it is; `agent run` is refused (a gene must read what
     it wrote); the primary's URL runs it."""
@@ -106,3 +106,17 @@ def test_the_cli_lists_from_a_standby_says_so_and_runs_genes_on_the_primary_only
     line = refused(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot", "--input", "{}",
                    env=standby)
     assert "read-only standby" in line and "genes run on the primary only" in line
+
+    # The console the deployer starts with the standby's URL says so on the agent page.
+    from rotifer.agents.project import Project
+    from tests.console.helpers import Served
+
+    for env, shown in ((standby, True), (primary, False)):
+        monkeypatch.setenv("ROTIFER_MEMORY_URL", env["ROTIFER_MEMORY_URL"])
+        served = Served(Project(root))
+        try:
+            page = served.get("/agents/bot")
+        finally:
+            served.stop()
+        assert page.status == 200 and "CONTEXT" in page.text
+        assert ('id="standby"' in page.text) is shown

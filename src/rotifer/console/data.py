@@ -275,6 +275,9 @@ class AgentPage:
     used: int
     quota: int
     usage: dict[Category, CategoryUsage]
+    #: Read from a hot standby (the deployer's URL asked for one): how far behind
+    #: it is, in seconds; None on a primary or SQLite.
+    standby: float | None = None
 
 
 def marks(entry: EntryInfo, page: AgentPage) -> list[str]:

@@ -72,7 +72,7 @@ def read_listing(data: ConsoleData, name: str, listing: Listing) -> AgentPage:
                           limit=listing.limit, cursor=listing.cursor or None)
         victims = {b.key: n for n, b in enumerate(next_evictions(store, name), 1)}
         return AgentPage(name, found, 0, victims, expiring_count(store, name),
-                         store.clock.now_us(), 0, 1, {})
+                         store.clock.now_us(), 0, 1, {}, standby=store.replay_delay())
 
     view = data.run(name, read)
     # The total from the usage by category (kept until the agent changes), not a
@@ -89,11 +89,9 @@ def agent(request: Request) -> Response:
     view = read_listing(data_of(request), name, listing)
     fragment = "entries.html" if swaps(request, "entries") else "agent.html"
     message = None if fragment == "entries.html" else session_of(request).pop_flash()
-    # A hot standby (the deployer's URL asked for one): how far behind it is.
-    standby = data_of(request).run(name, lambda store: store.replay_delay())
     return render(request, fragment, view=view, listing=listing,
                   names=data_of(request).gene_names(), message=message,
-                  matched=listing.matched(view), standby=standby)
+                  matched=listing.matched(view))
 
 
 @endpoint
