@@ -26,6 +26,8 @@ from typing import Any
 
 import psycopg
 
+from ..signals import signals_deferred
+
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 
@@ -41,7 +43,12 @@ class Watchdog:
 
     def arm(self, conn: Connection, deadline: float) -> None:
         """Cut ``conn`` off at ``deadline`` (``time.monotonic()``) unless disarmed first."""
-        with self._cond:
+        # The lock is held with the stop signals and SIGALRM deferred: one raised
+        # between taking it and the ``with`` block (a gene's deadline, Ctrl-C in a
+        # long-lived process) left it owned by the main thread for good, and every
+        # other thread's next call waited for ever (seen after the interrupt tests
+        # of tests/memory/test_audit_truth.py, in tests/memory/test_concurrency_pg.py).
+        with signals_deferred(), self._cond:
             if self._pid != os.getpid():  # a forked child: the thread stayed in the parent
                 self._armed, self._fired, self._thread = {}, set(), None
                 self._pid = os.getpid()
@@ -54,7 +61,7 @@ class Watchdog:
 
     def disarm(self, conn: Connection) -> bool:
         """Stop watching ``conn``; True when it was cut off."""
-        with self._cond:
+        with signals_deferred(), self._cond:
             self._armed.pop(id(conn), None)
             if id(conn) in self._fired:
                 self._fired.discard(id(conn))
@@ -63,7 +70,7 @@ class Watchdog:
 
     def suspend(self, conn: Connection) -> None:
         """Stop watching ``conn`` for now, remembering whether it was cut off."""
-        with self._cond:
+        with signals_deferred(), self._cond:
             self._armed.pop(id(conn), None)
 
     def _watch(self) -> None:
