@@ -13,17 +13,14 @@ signal arrives, so a deferral that swapped the handler takes it as a real one.
 
 from __future__ import annotations
 
-import dis
 import fcntl
-import gc
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +29,7 @@ import pytest
 from rotifer.memory.audit import AuditLog
 from rotifer.memory.audit.verify import read_chained
 from rotifer.memory.signals import signals_deferred
+from tests.interrupts import interrupt_at
 
 
 def _line(n: int) -> dict[str, Any]:
@@ -42,46 +40,6 @@ def _line(n: int) -> dict[str, Any]:
 
 def _deadline(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # as a trusted gene's deadline raises (rotifer.genes.python)
-
-
-def _interrupt_at(step: int, action: Callable[[], object],
-                  sig: int = signal.SIGINT) -> tuple[int, bool]:
-    """Run ``action`` with ``sig``'s handler called at its ``step``-th point where
-    CPython may run a signal's handler: a function's start, just after a call
-    returns, a loop's jump back (where the interpreter checks for pending
-    signals); returns (points seen, whether KeyboardInterrupt came out)."""
-    seen = 0
-    last: dict[int, str] = {}  # the frame's instruction before this one
-
-    def trace(frame: types.FrameType, event: str, arg: object) -> Any:
-        nonlocal seen
-        frame.f_trace_opcodes = True
-        key = id(frame)
-        if event == "call":
-            last[key] = "RESUME"
-        elif event == "opcode":
-            before = last.get(key, "")
-            last[key] = dis.opname[frame.f_code.co_code[frame.f_lasti]]
-            if before in ("RESUME", "CALL", "JUMP_BACKWARD"):
-                seen += 1
-                if seen == step:
-                    handler = signal.getsignal(sig)
-                    assert callable(handler)
-                    handler(sig, frame)
-        elif event == "return":
-            last.pop(key, None)
-        return trace
-
-    gc.disable()  # a finalizer the collector runs meanwhile is not the append's code
-    sys.settrace(trace)
-    try:
-        action()
-    except KeyboardInterrupt:
-        return seen, True
-    finally:
-        sys.settrace(None)
-        gc.enable()
-    return seen, False
 
 
 def _lock_is_free(path: Path) -> bool:
@@ -110,7 +68,7 @@ def test_a_signal_at_every_point_of_an_append_leaves_the_lock_free(
     path = tmp_path / "audit.jsonl"
     handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)]
     AuditLog(path).write([_line(0)])
-    total, _ = _interrupt_at(0, lambda: AuditLog(path).write([_line(0)]))
+    total, _ = interrupt_at(0, lambda: AuditLog(path).write([_line(0)]))
     n = 1
     interrupted = 0
     for step in range(1, total + 50):
@@ -119,7 +77,7 @@ def test_a_signal_at_every_point_of_an_append_leaves_the_lock_free(
             n += 1
             log.write([_line(n)])  # opened and kept: the next append reuses it
         n += 1
-        seen, raised = _interrupt_at(step, lambda: log.write([_line(n)]), sig)  # noqa: B023
+        seen, raised = interrupt_at(step, lambda: log.write([_line(n)]), sig)  # noqa: B023
         interrupted += raised
         assert _lock_is_free(path), f"the lock stayed taken after a signal at point {step}"
         assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)] \
@@ -139,12 +97,12 @@ def test_no_signal_is_lost_and_one_held_back_comes_out_after_the_append(
     path = tmp_path / "audit.jsonl"
     log = AuditLog(path)
     log.write([_line(1)])
-    total, _ = _interrupt_at(0, lambda: log.write([_line(2)]))
+    total, _ = interrupt_at(0, lambda: log.write([_line(2)]))
     written, n = 2, 2
     after = 0
     for step in range(1, total + 1):
         n += 1
-        _, raised = _interrupt_at(step, lambda: log.write([_line(n)]))  # noqa: B023
+        _, raised = interrupt_at(step, lambda: log.write([_line(n)]))  # noqa: B023
         assert raised, f"the signal at point {step} was lost"
         seqs = [x.line["seq"] for x in read_chained(path)[0]]
         if seqs[-1] == n:

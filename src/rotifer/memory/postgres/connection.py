@@ -28,6 +28,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from ..errors import AgentMemoryError, storage
+from ..signals import signals_deferred
 from .settings import LOCK_TIMEOUT_MS, Settings, first_line, parse
 from .watchdog import WATCHDOG
 
@@ -219,6 +220,24 @@ class Connections:
         server dropped it: ``peek()`` cannot retry its body, while
         ``read()``/``write()`` retry their ``BEGIN`` instead.
         """
+        # Deferred signals (memory/signals.py), for the same reason as the
+        # watchdog's: an interrupt raised just after a lock is taken, before its
+        # ``with`` protects it, leaves it owned by this thread, and every other
+        # thread's next call waits for ever; one raised after a connection left
+        # the pool, before the caller holds it, loses a place under the cap.  The
+        # waits (a free connection, a connect) still end at once on Ctrl-C.
+        deferral = signals_deferred()
+        conn: Connection | None = None
+        try:
+            with deferral:
+                conn = self._take(deadline, ping, deferral)
+        except BaseException:
+            if conn is not None:  # the signal came out after the hand-over: give it back
+                self.give_back(conn)
+            raise
+        return conn
+
+    def _take(self, deadline: float, ping: bool, deferral: signals_deferred) -> Connection:
         while True:
             conn: Connection | None = None
             with self._cond:
@@ -239,10 +258,12 @@ class Connections:
                             f"within {self.settings.timeout_s:g} s: all "
                             f"{self.settings.pool_size} of this process are busy "
                             "(rotifer_pool_size)")
-                    self._cond.wait(left)
+                    with deferral.waiting():
+                        self._cond.wait(left)
             if conn is None:
                 try:
-                    conn = self._open(deadline)
+                    with deferral.waiting():
+                        conn = self._open(deadline)
                 except BaseException:
                     self._discarded()
                     raise
@@ -255,13 +276,17 @@ class Connections:
             if not ping or time.monotonic() - since < self.ping_after_s:
                 return conn
             try:
-                conn.execute("SELECT 1")
+                with deferral.waiting():
+                    conn.execute("SELECT 1")
                 return conn
             except psycopg.Error:
                 self.discard(conn)
+            except BaseException:  # Ctrl-C while the server answers: nobody holds it
+                self.discard(conn)
+                raise
 
     def _discarded(self) -> None:
-        with self._cond:
+        with signals_deferred(), self._cond:
             self._forked()
             self._open_count = max(0, self._open_count - 1)
             self._cond.notify()
@@ -271,6 +296,10 @@ class Connections:
 
         A broken connection usually means the server restarted or the network
         dropped, so the idle ones are closed too rather than tried one by one."""
+        with signals_deferred():  # as take: a half-done discard leaks a place
+            return self._discard(conn)
+
+    def _discard(self, conn: Connection) -> bool:
         fired = WATCHDOG.disarm(conn)
         _UNCONFIRMED.discard(id(conn))
         stale: list[tuple[Connection, float]] = []
@@ -291,6 +320,10 @@ class Connections:
 
     def give_back(self, conn: Connection) -> bool:
         """Return ``conn`` to the pool (or close it); True when the watchdog had cut it off."""
+        with signals_deferred():  # as take: a half-done give-back leaks a place
+            return self._give_back(conn)
+
+    def _give_back(self, conn: Connection) -> bool:
         # A sync-wait warning belongs to the statement it came with, which the
         # caller has checked by now: the next borrower starts without it.
         _UNCONFIRMED.discard(id(conn))
@@ -299,7 +332,7 @@ class Connections:
                    and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
                    and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF)
         if not healthy:
-            return self.discard(conn)
+            return self._discard(conn)
         fired = WATCHDOG.disarm(conn)
         with self._cond:
             if not fired and not self._closed and os.getpid() == self._pid \
@@ -307,7 +340,7 @@ class Connections:
                 self._idle.append((conn, time.monotonic()))
                 self._cond.notify()
                 return False
-        return self.discard(conn) or fired
+        return self._discard(conn) or fired
 
     def rollback(self, conn: Connection) -> None:
         if conn.closed or conn.broken:
@@ -323,7 +356,7 @@ class Connections:
                 conn.close()
 
     def close(self) -> None:
-        with self._cond:
+        with signals_deferred(), self._cond:
             self._closed = True
             idle, self._idle = self._idle, []
             mine = os.getpid() == self._pid
