@@ -42,9 +42,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import invalid
-from .model import UNSET, AccessPolicy, Category, MemoryEntry, RetentionPolicy, parse_category
-from .store import GeneMemoryAccess
+from ..errors import invalid
+from ..model import UNSET, AccessPolicy, Category, MemoryEntry, RetentionPolicy, parse_category
+from .gene_memory import GeneMemoryAccess
 
 __all__ = ["UNTRUSTED_NEEDS_RETENTION", "untrusted_retention", "write_untrusted"]
 

@@ -27,7 +27,7 @@ from typing import Any, Final
 import psycopg
 from psycopg import errors as pg_errors
 
-from ..errors import AgentMemoryError, storage
+from ...errors import AgentMemoryError, storage
 from .settings import LOCK_TIMEOUT_MS, Settings, first_line, parse
 from .watchdog import WATCHDOG
 
