@@ -27,7 +27,7 @@ from rotifer.agents.project import Project
 from rotifer.console.chart import BUCKETS, series_of
 from rotifer.memory import MemoryStore
 from rotifer.memory.audit.history import audit_history, usage_steps
-from rotifer.memory.changes import Change, log_change
+from rotifer.memory.engine.changes import Change, log_change
 from tests.console.helpers import Served
 
 from .console import build as build_project

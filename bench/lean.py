@@ -27,8 +27,8 @@ import os
 from pathlib import Path
 
 from rotifer.memory import AuditLog, MemoryStore
-from rotifer.memory.sqlite import SqliteBackend
-from rotifer.memory.sqlite.transaction import PUT_SQL, SqliteTransaction
+from rotifer.memory.storage.sqlite import SqliteBackend
+from rotifer.memory.storage.sqlite.transaction import PUT_SQL, SqliteTransaction
 
 from . import memory, peer
 from .report import Result, render

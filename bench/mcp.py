@@ -32,7 +32,7 @@ from mcp import Client, StdioServerParameters
 from rotifer.agents.build import wrap_gene
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
-from rotifer.memory.untrusted import write_untrusted
+from rotifer.memory.views.untrusted import write_untrusted
 
 from .timing import Settings
 

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from rotifer.memory import AuditLog, Category, GeneMemory, MemoryStore
-from rotifer.memory.backend import AgentRecord, Row
 from rotifer.memory.model import DEFAULT_ACCESS_POLICY, DataPolicy
-from rotifer.memory.sqlite import ROW_COLUMNS, SqliteBackend, row_params
-from rotifer.memory.sqlite.transaction import EVICT_BEFORE_SQL, OLDEST_SQL
+from rotifer.memory.storage.backend import AgentRecord, Row
+from rotifer.memory.storage.sqlite import ROW_COLUMNS, SqliteBackend, row_params
+from rotifer.memory.storage.sqlite.transaction import EVICT_BEFORE_SQL, OLDEST_SQL
 
 from .report import Result, render
 from .timing import Settings, compare

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from rotifer.memory import Category, MemoryStore
-from rotifer.memory.sqlite import row_params
-from rotifer.memory.sqlite.transaction import PUT_SQL, SqliteTransaction
+from rotifer.memory.storage.sqlite import row_params
+from rotifer.memory.storage.sqlite.transaction import PUT_SQL, SqliteTransaction
 
 from . import memory
 from .report import Result

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from rotifer.memory import Category, MemoryStore
-from rotifer.memory.backend import Row
 from rotifer.memory.clock import format_time
+from rotifer.memory.storage.backend import Row
 
 from .memory import BIG_QUOTA, DOMAIN, GENE, T0_US, make_row, populate
 from .report import Result, render

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 #: Modules of the store (any backend) and of the gene runtimes.
-STORE = ("rotifer.memory.store", "rotifer.memory.audit", "rotifer.memory.backend",
-         "rotifer.memory.sqlite", "rotifer.memory.postgres", "sqlite3", "psycopg")
+STORE = ("rotifer.memory.store", "rotifer.memory.audit", "rotifer.memory.storage.backend",
+         "rotifer.memory.storage.sqlite", "rotifer.memory.storage.postgres", "sqlite3", "psycopg")
 RUNTIMES = ("rotifer.genes.python", "rotifer.genes.execute", "rotifer.genes.contain.kernel",
             "rotifer.genes.contain.forkserver", "rotifer.genes.contain.sandbox",
             "rotifer.genes.wasm", "wasmtime", "ctypes")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rotifer.memory.sqlite.schema import SCHEMA_VERSION
+from rotifer.memory.storage.sqlite.schema import SCHEMA_VERSION
 from tests.genes.helpers import FORMATTER
 
 from .helpers import add_gene, init_project, last_line, wrap

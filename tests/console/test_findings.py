@@ -17,8 +17,8 @@ import pytest
 
 from rotifer.agents.genome import Agents
 from rotifer.console.app import key_ref
-from rotifer.memory.backend import AgentRecord
 from rotifer.memory.model import DataPolicy
+from rotifer.memory.storage.backend import AgentRecord
 from tests.console.helpers import HOSTILE_KEY, SECRET_VALUE, Served, make_project
 
 

@@ -41,7 +41,7 @@ def open_with(project_dir: Path, **off: bool) -> Served:
 
 def delete_form(served: Served, key: str, csrf: str | None = None) -> str:
     """The form a confirmation of deleting ``key`` shows (its version included)."""
-    from rotifer.memory.browse import describe_keys
+    from rotifer.memory.views.browse import describe_keys
 
     with served.project.open_store("ag") as store:
         seq = {e.key: e.seq for e in describe_keys(store, "ag", [key])}

@@ -167,7 +167,7 @@ def test_a_commit_the_standby_never_confirmed_is_not_acknowledged(
     alone and a failover loses it.  rotifer reports MEMORY_STORAGE_ERROR instead
     (switched off, the same call "succeeds" and the change is lost)."""
     if not protected:
-        monkeypatch.setattr("rotifer.memory.postgres.backend.unconfirmed", lambda conn: False)
+        monkeypatch.setattr("rotifer.memory.storage.postgres.backend.unconfirmed", lambda conn: False)
     store = _open(sync_pair, tmp_path / ".rotifer")
     store.create_agent("a")
     gene = store.for_gene("a", GENE, "failover")

@@ -233,7 +233,7 @@ WRITER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     from rotifer.memory import MemoryStore
-    from rotifer.memory.sqlite.transaction import SqliteTransaction
+    from rotifer.memory.storage.sqlite.transaction import SqliteTransaction
 
     root, gene = Path(sys.argv[1]), sys.argv[2]
     update_agent = SqliteTransaction.update_agent

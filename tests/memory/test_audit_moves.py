@@ -142,7 +142,7 @@ KILLED_MOVE = '''
 import os, signal, sys
 from pathlib import Path
 from rotifer.memory import MemoryStore
-from rotifer.memory.sqlite.transaction import SqliteTransaction
+from rotifer.memory.storage.sqlite.transaction import SqliteTransaction
 from rotifer.memory.transfer import move_agent
 
 def die(self, agent_id):  # the copy committed; the source is about to drop the agent
@@ -150,7 +150,7 @@ def die(self, agent_id):  # the copy committed; the source is about to drop the 
 
 SqliteTransaction.delete_agent = die
 if sys.argv[2].startswith("postgres"):
-    from rotifer.memory.postgres.transaction import PostgresTransaction
+    from rotifer.memory.storage.postgres.transaction import PostgresTransaction
     PostgresTransaction.delete_agent = die
 rot = Path(sys.argv[1])
 move_agent(MemoryStore.open(rot, url=sys.argv[2]), MemoryStore.open(rot, url=sys.argv[3]), "m")

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rotifer.memory.audit.text import ENCODER, BriefTemplate, line_text
-from rotifer.memory.backend import Brief
-from rotifer.memory.changes import Change
+from rotifer.memory.engine.changes import Change
 from rotifer.memory.model import Category
+from rotifer.memory.storage.backend import Brief
 
 texts = st.text()  # every code point, quotes, backslashes, controls, lone surrogates
 optional = st.none() | texts

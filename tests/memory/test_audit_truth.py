@@ -15,8 +15,8 @@ import pytest
 
 from rotifer.memory import AgentMemoryError, ManualClock, MemoryStore
 from rotifer.memory.audit.verify import verify_agent
-from rotifer.memory.changes import Change, settle
 from rotifer.memory.clock import parse_time
+from rotifer.memory.engine.changes import Change, settle
 
 from .conftest import StoreFactory
 from .helpers import audit_lines, gene_id
@@ -141,7 +141,7 @@ PHANTOM = '''
 import os, signal, sys
 from pathlib import Path
 from rotifer.memory import MemoryStore
-from rotifer.memory.changes import Change, log_change
+from rotifer.memory.engine.changes import Change, log_change
 store = MemoryStore.open(Path(sys.argv[1]), url=sys.argv[2])
 with store.backend.write("agent") as tx:
     record = tx.get_agent("agent")

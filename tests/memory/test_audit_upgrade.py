@@ -13,9 +13,9 @@ import pytest
 
 from rotifer.memory import ManualClock, MemoryStore
 from rotifer.memory.clock import parse_time
-from rotifer.memory.postgres import schema as pg_schema
-from rotifer.memory.sqlite import SCHEMA_VERSION as SQLITE_VERSION
-from rotifer.memory.sqlite import STEP_1 as SQLITE_STEP_1
+from rotifer.memory.storage.postgres import schema as pg_schema
+from rotifer.memory.storage.sqlite import SCHEMA_VERSION as SQLITE_VERSION
+from rotifer.memory.storage.sqlite import STEP_1 as SQLITE_STEP_1
 
 from .helpers import gene_id
 

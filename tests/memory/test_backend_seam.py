@@ -1,7 +1,7 @@
 """The backend seam: what the store asks of a backend is on the protocols.
 
-Both backends subclass :class:`~rotifer.memory.backend.Backend` and their
-transactions :class:`~rotifer.memory.backend.Transaction`, so the store reaches
+Both backends subclass :class:`~rotifer.memory.storage.backend.Backend` and their
+transactions :class:`~rotifer.memory.storage.backend.Transaction`, so the store reaches
 every capability by its name (no ``getattr`` probing), and SQLite's "is this a
 lock wait?" is read from the error's SQLite result code, not its text.
 """
@@ -12,8 +12,8 @@ import sqlite3
 from pathlib import Path
 
 from rotifer.memory import MemoryStore
-from rotifer.memory.backend import Backend, Transaction
-from rotifer.memory.sqlite.backend import _is_busy
+from rotifer.memory.storage.backend import Backend, Transaction
+from rotifer.memory.storage.sqlite.backend import _is_busy
 from rotifer.memory.transfer.operations import describe
 
 from .conftest import StoreFactory

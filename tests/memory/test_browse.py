@@ -1,5 +1,5 @@
 """The deployer's paged listing, usage by category, cleanup order preview and
-selection delete (rotifer.memory.browse, DeployerMemory.delete_keys), on both
+selection delete (rotifer.memory.views.browse, DeployerMemory.delete_keys), on both
 backends, against a plain reference model."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rotifer.memory import AgentMemoryError, Category, ErrorCode, ManualClock, MemoryStore
-from rotifer.memory.browse import (
+from rotifer.memory.views.browse import (
     EntryInfo,
     describe_keys,
     expiring_count,

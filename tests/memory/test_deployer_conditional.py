@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from rotifer.memory import MemoryStore
-from rotifer.memory.browse import describe_keys
-from rotifer.memory.deployer_memory import Changed
+from rotifer.memory.views.browse import describe_keys
+from rotifer.memory.views.deployer_memory import Changed
 
 GENE = "v2:" + "a" * 64
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from rotifer.memory import ErrorCode, ManualClock, MemoryStore
-from rotifer.memory.backend import Row
 from rotifer.memory.model import DEFAULT_ACCESS_POLICY, Category
-from rotifer.memory.sqlite.transaction import EVICT_BEFORE_SQL, OLDEST_SQL
+from rotifer.memory.storage.backend import Row
+from rotifer.memory.storage.sqlite.transaction import EVICT_BEFORE_SQL, OLDEST_SQL
 
 from .helpers import RETAIN_1_DAY, audit_lines, code_of, gene_id
 

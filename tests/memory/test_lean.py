@@ -1,4 +1,4 @@
-"""The lean paths (rotifer.memory.lean) against the full ones, on the same operations.
+"""The lean paths (rotifer.memory.views.lean) against the full ones, on the same operations.
 
 Two stores on their own databases and their own audit logs, one clock: store
 ``lean`` takes the lean write, read and query paths wherever they apply,
@@ -30,8 +30,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rotifer.memory import AgentMemoryError, DataPolicy, ManualClock, MemoryStore, gene_memory
-from rotifer.memory import lean as lean_module
+from rotifer.memory import AgentMemoryError, DataPolicy, ManualClock, MemoryStore
+from rotifer.memory.views import gene_memory
+from rotifer.memory.views import lean as lean_module
 
 from .conftest import StoreFactory
 from .helpers import gene_id

@@ -16,12 +16,12 @@ import pytest
 
 from rotifer.memory import MemoryStore
 from rotifer.memory.audit import AuditLog
-from rotifer.memory.backend import AgentRecord, Row
 from rotifer.memory.model import DataPolicy
-from rotifer.memory.postgres import PostgresBackend
-from rotifer.memory.postgres import schema as pg_schema
-from rotifer.memory.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
-from rotifer.memory.sqlite import SqliteBackend
+from rotifer.memory.storage.backend import AgentRecord, Row
+from rotifer.memory.storage.postgres import PostgresBackend
+from rotifer.memory.storage.postgres import schema as pg_schema
+from rotifer.memory.storage.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
+from rotifer.memory.storage.sqlite import SqliteBackend
 
 from .conftest import StoreFactory
 from .helpers import gene_id

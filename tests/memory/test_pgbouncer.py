@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
-from rotifer.memory.postgres import PostgresBackend
+from rotifer.memory.storage.postgres import PostgresBackend
 
 from .conftest import PgBouncer, SchemaMaker, with_rotifer_schema, with_search_path
 from .helpers import gene_id

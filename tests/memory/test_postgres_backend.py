@@ -25,8 +25,8 @@ from rotifer.memory import (
     Scope,
     SharePolicy,
 )
-from rotifer.memory.backend import AgentRecord, Backend, Row
 from rotifer.memory.policy import NEVER_US
+from rotifer.memory.storage.backend import AgentRecord, Backend, Row
 
 from .conftest import StoreFactory
 

@@ -18,9 +18,9 @@ import psycopg
 import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode, ManualClock, MemoryStore
-from rotifer.memory.backend import AgentRecord
 from rotifer.memory.model import DataPolicy
-from rotifer.memory.postgres import PostgresBackend, describe_url
+from rotifer.memory.storage.backend import AgentRecord
+from rotifer.memory.storage.postgres import PostgresBackend, describe_url
 
 from .conftest import SchemaMaker, with_search_path
 from .helpers import gene_id

@@ -22,9 +22,9 @@ import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
 from rotifer.memory.audit.verify import verify_agent
-from rotifer.memory.backend import AgentRecord, Transaction
-from rotifer.memory.changes import Change
+from rotifer.memory.engine.changes import Change
 from rotifer.memory.model import UNSET, Category, MemoryEntry
+from rotifer.memory.storage.backend import AgentRecord, Transaction
 
 from .conftest import StoreFactory
 from .helpers import audit_lines, gene_id
@@ -222,8 +222,8 @@ def test_a_failure_while_the_writes_wait_surfaces_at_the_next_read(
 
 
 def _row(key: str) -> Any:
-    from rotifer.memory.backend import Row
     from rotifer.memory.model import DEFAULT_ACCESS_POLICY
+    from rotifer.memory.storage.backend import Row
 
     return Row(agent_id=AGENT, key=key, category=Category.CACHE, value=b"v", created_by=A,
                creator_domain="d", last_accessed_by=A, created_us=1, updated_us=1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode
-from rotifer.memory.postgres.settings import POOL_SIZE, TIMEOUT_S, parse, split_url
+from rotifer.memory.storage.postgres.settings import POOL_SIZE, TIMEOUT_S, parse, split_url
 
 
 def test_rotifer_parameters_are_taken_out_and_the_rest_kept() -> None:
@@ -51,8 +51,8 @@ def test_bad_rotifer_parameters_are_storage_errors(query: str) -> None:
 def test_a_multi_host_url_is_shown_host_by_host_without_its_password() -> None:
     """libpq's multi-host form (a primary and its standbys) was shown with its
     hosts and ports jumbled (``127.0.0.1,127.0.0.1:P1,P2``)."""
-    from rotifer.memory.postgres import describe_url
-    from rotifer.memory.postgres.settings import parse
+    from rotifer.memory.storage.postgres import describe_url
+    from rotifer.memory.storage.postgres.settings import parse
 
     url = "postgresql://u:secret@10.0.0.1:5433,10.0.0.2:5434/db?target_session_attrs=read-write"
     assert describe_url(url) == "10.0.0.1:5433,10.0.0.2:5434/db"
@@ -72,7 +72,7 @@ def test_a_stale_sync_warning_never_marks_a_later_commit(pg_fresh_url: str) -> N
     be reported as unconfirmed)."""
     import time as _time
 
-    from rotifer.memory.postgres.connection import Connections, unconfirmed
+    from rotifer.memory.storage.postgres.connection import Connections, unconfirmed
 
     pool = Connections.acquire(pg_fresh_url)
     try:

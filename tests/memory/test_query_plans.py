@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rotifer.memory import MemoryStore
-from rotifer.memory.backend import AgentRecord, Row
 from rotifer.memory.model import DEFAULT_ACCESS_POLICY, Category, DataPolicy
-from rotifer.memory.sql_text import lookup_sql, newest_sql
-from rotifer.memory.sqlite.backend import SqliteBackend
+from rotifer.memory.storage.backend import AgentRecord, Row
+from rotifer.memory.storage.sql_text import lookup_sql, newest_sql
+from rotifer.memory.storage.sqlite.backend import SqliteBackend
 
 from .conftest import StoreFactory
 from .helpers import gene_id

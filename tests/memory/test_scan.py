@@ -1,4 +1,4 @@
-"""``GeneMemory.pick_memory`` and ``DeployerMemory.pick`` (rotifer.memory.scan):
+"""``GeneMemory.pick_memory`` and ``DeployerMemory.pick`` (rotifer.memory.views.scan):
 entries under a prefix newest first, read only until ``count`` are kept, the
 caller's read scope and expiry applied, no 4 MiB bound -- on both backends."""
 

@@ -32,7 +32,7 @@ from rotifer.memory import (
     MemoryStore,
 )
 from rotifer.memory.audit.verify import verify_agent
-from rotifer.memory.backend import Row
+from rotifer.memory.storage.backend import Row
 from rotifer.memory.transfer import (
     FORMAT,
     check_export,

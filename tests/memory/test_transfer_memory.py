@@ -33,7 +33,7 @@ CHILD = textwrap.dedent('''
     import json, sys, tracemalloc
     from pathlib import Path
     from rotifer.memory import MemoryStore
-    from rotifer.memory.backend import AgentRecord, Row
+    from rotifer.memory.storage.backend import AgentRecord, Row
     from rotifer.memory.model import AccessPolicy, Category, DataPolicy
     from rotifer.memory.transfer import export_agent, import_agent, move_agent
 

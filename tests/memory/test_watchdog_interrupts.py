@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from rotifer.memory.postgres.connection import Connection, Connections
-from rotifer.memory.postgres.settings import parse
-from rotifer.memory.postgres.watchdog import Watchdog
 from rotifer.memory.signals import signals_deferred
+from rotifer.memory.storage.postgres.connection import Connection, Connections
+from rotifer.memory.storage.postgres.settings import parse
+from rotifer.memory.storage.postgres.watchdog import Watchdog
 from tests.interrupts import interrupt_at
 
 FAR = time.monotonic() + 86_400.0  # a deadline no test reaches: nothing is ever cut here

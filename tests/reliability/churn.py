@@ -87,7 +87,7 @@ def main(root: Path, writer: str, seed: int, ops: int, ready: str = "ready") -> 
 
 def serve(root: Path) -> None:
     if os.environ.get("ROTIFER_CHURN_URL", "").startswith("postgres"):
-        import rotifer.memory.postgres  # noqa: F401  (imported once here, not in each writer)
+        import rotifer.memory.storage.postgres  # noqa: F401  (imported once here, not in each writer)
     for line in sys.stdin:
         command, *args = line.split()
         if command == "spawn":

@@ -3,7 +3,7 @@
 The seed: "PREFERENCE entries are never cleared to make room.  A poisoned one
 stays until it is deleted, by the deployer with rotifer agent memory delete
 or by a gene allowed to change it, or until its maxRetentionDays runs out."
-The helper :func:`rotifer.memory.untrusted.write_untrusted` is tested on both
+The helper :func:`rotifer.memory.views.untrusted.write_untrusted` is tested on both
 backends; the removal through the Python API and through the CLI.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rotifer.memory import AgentMemoryError, DataPolicy, ErrorCode, ManualClock, MemoryStore
-from rotifer.memory.untrusted import untrusted_retention, write_untrusted
+from rotifer.memory.views.untrusted import untrusted_retention, write_untrusted
 from tests.cli.helpers import init_project, ok, refused
 from tests.genes.helpers import FORMATTER
 from tests.memory.conftest import StoreFactory

@@ -27,8 +27,8 @@ from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent
 from rotifer.genes.errors import GeneRejected
 from rotifer.memory import AgentMemoryError, AuditLog, ErrorCode, GeneMemory, MemoryStore
-from rotifer.memory.postgres import PostgresBackend
-from rotifer.memory.sqlite import SqliteBackend
+from rotifer.memory.storage.postgres import PostgresBackend
+from rotifer.memory.storage.sqlite import SqliteBackend
 from tests.genes.helpers import FORMATTER, write_gene, write_wat_gene
 
 from .helpers import gene_id

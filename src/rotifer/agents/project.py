@@ -241,7 +241,7 @@ def store_words(url: str | None) -> str:
     if url.startswith("sqlite:"):
         return f"the SQLite file {url[len('sqlite:'):]}"
     if url.startswith(("postgresql:", "postgres:")):
-        from rotifer.memory.postgres.settings import describe_url
+        from rotifer.memory.storage.postgres.settings import describe_url
 
         return f"PostgreSQL {describe_url(url)}"
     return "another store"

@@ -91,8 +91,8 @@ def _memory(project: Project, name: str, errors: list[Exception]) -> dict[str, A
     from rotifer.agents.project import require_memory
     from rotifer.genes.errors import RotiferError
     from rotifer.memory import AgentMemoryError
-    from rotifer.memory.browse import usage_by_category
     from rotifer.memory.transfer import describe
+    from rotifer.memory.views.browse import usage_by_category
 
     try:
         with project.open_store(name, create=False) as store:

@@ -21,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from rotifer.memory import Category, MemoryStore
-from rotifer.memory.browse import describe_keys
-from rotifer.memory.deployer_memory import Changed
 from rotifer.memory.errors import invalid
+from rotifer.memory.views.browse import describe_keys
+from rotifer.memory.views.deployer_memory import Changed
 
 from .app import error_text, failure_page, key_of, link, plural, render
 from .data import Verified

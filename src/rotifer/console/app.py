@@ -35,8 +35,8 @@ from starlette.templating import Jinja2Templates
 
 from rotifer.agents.project import Project
 from rotifer.memory import Category, format_time
-from rotifer.memory.browse import SORTS
 from rotifer.memory.errors import invalid
+from rotifer.memory.views.browse import SORTS
 from rotifer.text import human_size, shown
 
 from .data import ConsoleData, marks

@@ -3,7 +3,7 @@
 Agents come from :class:`~rotifer.agents.genome.Agents`, each agent's store
 from :meth:`Project.open_store` (``ROTIFER_MEMORY_URL``, the agent's binding or
 the project's, as the CLI opens it; never created), entries from
-:mod:`rotifer.memory.browse`, history from the function ``audit show`` uses and
+:mod:`rotifer.memory.views.browse`, history from the function ``audit show`` uses and
 the check from the one ``audit verify`` uses.  No SQL here.
 
 Stores are opened once per memory URL and kept for the console's run; a lock
@@ -33,7 +33,7 @@ from rotifer.memory import Category, MemoryStore
 from rotifer.memory.audit.history import AuditLine, audit_history, usage_steps
 from rotifer.memory.audit.read import Scan
 from rotifer.memory.audit.verify import verify_agent
-from rotifer.memory.browse import CategoryUsage, EntryInfo, Page, Sort, usage_by_category
+from rotifer.memory.views.browse import CategoryUsage, EntryInfo, Page, Sort, usage_by_category
 
 if TYPE_CHECKING:
     from rotifer.agents.genome import AgentSpec

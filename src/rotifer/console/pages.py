@@ -15,7 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rotifer.memory import Category, MemoryStore, parse_time
-from rotifer.memory.browse import (
+from rotifer.memory.errors import invalid
+from rotifer.memory.views.browse import (
     SORTS,
     EntryInfo,
     describe_keys,
@@ -23,7 +24,6 @@ from rotifer.memory.browse import (
     list_page,
     next_evictions,
 )
-from rotifer.memory.errors import invalid
 from rotifer.text import shown
 
 from . import chart

@@ -20,14 +20,14 @@ from typing import Any
 
 from rotifer.memory import AgentMemoryError, DeployerMemory, GeneMemory, MemoryEntry
 from rotifer.memory.audit import DEPLOYER
-from rotifer.memory.browse import describe_keys, next_evictions, usage_by_category
 from rotifer.memory.clock import parse_time
 from rotifer.memory.errors import ErrorCode, denied, invalid
 from rotifer.memory.filters import MemoryFilter
 from rotifer.memory.model import MAX_QUERY_LIMIT, Category, parse_category
 from rotifer.memory.paging import newest_pages
 from rotifer.memory.policy import Actor, scope_allows
-from rotifer.memory.untrusted import write_untrusted
+from rotifer.memory.views.browse import describe_keys, next_evictions, usage_by_category
+from rotifer.memory.views.untrusted import write_untrusted
 
 #: What the audit lines of the server's writes and deletes say in ``via``.
 VIA = "mcp"

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         GeneMemoryAccess,
         MemoryStore,
     )
-    from .untrusted import write_untrusted
+    from .views.untrusted import write_untrusted
 
 
 #: Where each public name lives.  Speed: the names load on first use (PEP 562),
@@ -70,7 +70,7 @@ _HOMES = {
     "parse_size": ".quota",
     "parse_time": ".clock",
     "telemetry_enabled": ".audit",
-    "write_untrusted": ".untrusted",
+    "write_untrusted": ".views.untrusted",
 }
 
 

@@ -25,14 +25,14 @@ from typing import TypeVar
 from .audit import DEPLOYER, AuditLog
 from .audit.actions import ACCESS_DENIED, DROP_AGENT, EXPIRE
 from .audit.file import Placed
-from .backend import AgentRecord, Backend, Transaction
-from .changes import Change, index_outside, log_change, new_epoch, settle, to_entry
 from .clock import Clock, SystemClock
-from .deployer_memory import DeniedMemory, DeployerMemory
+from .engine.changes import Change, index_outside, log_change, new_epoch, settle, to_entry
 from .errors import AgentMemoryError, ErrorCode, denied, invalid, storage
-from .gene_memory import GeneMemory, GeneMemoryAccess
 from .model import DataPolicy, check_agent_id
 from .private import private_dir, secure
+from .storage.backend import AgentRecord, Backend, Transaction
+from .views.deployer_memory import DeniedMemory, DeployerMemory
+from .views.gene_memory import GeneMemory, GeneMemoryAccess
 
 DEFAULT_QUOTA_BYTES = 10 * 1024 * 1024
 _T = TypeVar("_T")
@@ -74,12 +74,12 @@ class MemoryStore:
         url = url or os.environ.get("ROTIFER_MEMORY_URL") or None
         backend: Backend
         if url is None or url.startswith("sqlite:"):
-            from .sqlite import SqliteBackend
+            from .storage.sqlite import SqliteBackend
 
             path = Path(url[len("sqlite:"):]) if url else rotifer_dir / "playground.db"
             backend = SqliteBackend(path, create=create)
         elif url.startswith(("postgresql://", "postgres://")):
-            from .postgres import PostgresBackend  # type: ignore[import-not-found,unused-ignore]
+            from .storage.postgres import PostgresBackend  # type: ignore[import-not-found,unused-ignore]
 
             backend = PostgresBackend(url)
         else:

@@ -34,7 +34,7 @@ from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene
 from rotifer.genes.python import GeneInfo, run_in_process
 from rotifer.memory import UNSET, AgentMemoryError, Category, MemoryEntry
 from rotifer.memory.model import stored_entry
-from rotifer.memory.rows import _CATEGORIES, _POLICIES, access_policy_of
+from rotifer.memory.storage.rows import _CATEGORIES, _POLICIES, access_policy_of
 
 from .jsonline import decode
 from .spin import Spinner
@@ -72,7 +72,7 @@ def _entry(doc: Any) -> MemoryEntry:
 
     The usual entry (no retention policy, every field of the usual type) is
     built from the store's own tables of categories and access policies
-    (:mod:`rotifer.memory.rows`, every valid one made at import); any other goes
+    (:mod:`rotifer.memory.storage.rows`, every valid one made at import); any other goes
     through ``from_json``, which checks it and raises what it raises."""
     try:
         policy_doc = doc["accessPolicy"]

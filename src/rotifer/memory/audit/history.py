@@ -50,7 +50,7 @@ from .read import Logged, LogProblem, Scan, scan
 from .replay import Replay
 
 if TYPE_CHECKING:
-    from ..backend import AgentRecord, Transaction
+    from ..storage.backend import AgentRecord, Transaction
     from ..store import MemoryStore
 
 __all__ = ["AuditLine", "audit_history"]

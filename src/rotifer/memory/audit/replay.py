@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backend import Transaction
+from ..storage.backend import Transaction
 from .actions import ENDS, IMPORT, REMOVES, ROLLED_BACK, SETS, STARTS, UPDATE
 from .read import Logged, LogProblem
 

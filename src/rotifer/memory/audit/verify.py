@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backend import AgentRecord, Transaction
 from ..clock import format_time
+from ..storage.backend import AgentRecord, Transaction
 from .actions import ROLLED_BACK
 from .file import Placed
 from .history import is_simple

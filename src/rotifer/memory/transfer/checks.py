@@ -14,7 +14,6 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from ..backend import AgentRecord, Row
 from ..clock import format_time, parse_time
 from ..errors import AgentMemoryError, ErrorCode, invalid
 from ..model import (
@@ -27,6 +26,7 @@ from ..model import (
     entry_id,
 )
 from ..policy import check_fits_data_policy, expires_at
+from ..storage.backend import AgentRecord, Row
 from .document import (
     FORMAT,
     OPTIONAL_FIELDS,

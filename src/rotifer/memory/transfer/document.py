@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, Protocol
 
-from ..backend import Row
 from ..errors import invalid, storage
 from ..model import Category
+from ..storage.backend import Row
 from ..store import to_entry
 
 FORMAT: Final = "rotifer-agent-memory"

@@ -7,9 +7,9 @@ from typing import Any
 
 from ..audit import DEPLOYER
 from ..audit.actions import EXPIRE, MOVE, MOVE_DROP, MOVE_OUT
-from ..backend import AgentRecord
-from ..changes import Change, settle
+from ..engine.changes import Change, settle
 from ..errors import AgentMemoryError, ErrorCode, invalid, storage
+from ..storage.backend import AgentRecord
 from ..store import MemoryStore
 from .checks import ExportChecker
 from .document import Progress, TransferReport, entry_record

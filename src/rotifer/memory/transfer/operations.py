@@ -19,11 +19,11 @@ from ..audit import DEPLOYER
 from ..audit.actions import EXPORT, IMPORT, IMPORT_AGENT
 from ..audit.file import Placed
 from ..audit.text import audit_line
-from ..backend import AgentRecord, Row, Transaction
-from ..changes import Change, index_outside, log_change, new_epoch, settle
 from ..clock import format_time
+from ..engine.changes import Change, index_outside, log_change, new_epoch, settle
 from ..errors import AgentMemoryError, ErrorCode, invalid, storage
 from ..model import Category, entry_id
+from ..storage.backend import AgentRecord, Row, Transaction
 from ..store import MemoryStore
 from .checks import ExportChecker
 from .document import (

@@ -13,8 +13,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from ...model import RetentionPolicy
 from ..backend import Row
-from ..model import RetentionPolicy
 from ..rows import decode_row, entry_params
 
 

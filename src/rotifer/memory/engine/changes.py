@@ -41,16 +41,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .audit import AuditLog, encode_lines, rolled_back_line
-from .audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
-from .audit.file import Placed
-from .audit.index import rows_for
-from .audit.text import HEAD, BriefTemplate, audit_line, line_text
-from .backend import Backend, Brief, Row, Transaction
-from .clock import Clock, format_time
-from .context import AUDIT_CONTEXT
-from .errors import AgentMemoryError, ErrorCode
-from .model import Category, MemoryEntry, entry_id, entry_ids, stored_entry
+from ..audit import AuditLog, encode_lines, rolled_back_line
+from ..audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
+from ..audit.file import Placed
+from ..audit.index import rows_for
+from ..audit.text import HEAD, BriefTemplate, audit_line, line_text
+from ..clock import Clock, format_time
+from ..context import AUDIT_CONTEXT
+from ..errors import AgentMemoryError, ErrorCode
+from ..model import Category, MemoryEntry, entry_id, entry_ids, stored_entry
+from ..storage.backend import Backend, Brief, Row, Transaction
 
 HEAD_FIELDS = frozenset(HEAD)
 #: Each category's name (``Category.value`` is a property, ~0.1 µs a read).

@@ -12,15 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .audit import DEPLOYER, AuditLog
-from .audit.actions import ACCESS_DENIED, DEPLOYER_DELETE
-from .audit.text import audit_line
-from .backend import NEWEST_PAGE, AgentRecord, Row, Transaction
-from .changes import Change, to_entry
-from .clock import format_time
-from .errors import AgentMemoryError, ErrorCode, denied, invalid
-from .filters import MemoryFilter
-from .model import (
+from ..audit import DEPLOYER, AuditLog
+from ..audit.actions import ACCESS_DENIED, DEPLOYER_DELETE
+from ..audit.text import audit_line
+from ..clock import format_time
+from ..engine.changes import Change, to_entry
+from ..errors import AgentMemoryError, ErrorCode, denied, invalid
+from ..filters import MemoryFilter
+from ..model import (
     UNSET,
     AccessPolicy,
     Category,
@@ -30,10 +29,11 @@ from .model import (
     check_key,
     parse_category,
 )
+from ..storage.backend import NEWEST_PAGE, AgentRecord, Row, Transaction
 from .scan import pick_newest
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
 
 T = TypeVar("T")
@@ -223,7 +223,7 @@ class DeniedMemory:
     def _refuse(self, operation: str, key: object = None) -> AgentMemoryError:
         error = denied(self.reason)
         if self.audit is not None:
-            from .clock import SystemClock
+            from ..clock import SystemClock
 
             ts = format_time(SystemClock().now_us())
             line = audit_line(ts, None, ACCESS_DENIED, key if isinstance(key, str) else None,

@@ -13,9 +13,9 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+from ...errors import AgentMemoryError, storage
+from ...private import create_private
 from ..backend import Backend
-from ..errors import AgentMemoryError, storage
-from ..private import create_private
 from .rows import parse_retention
 from .schema import SCHEMA_VERSION, STEPS, present_version
 from .transaction import SqliteTransaction

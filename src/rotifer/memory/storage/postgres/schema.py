@@ -23,8 +23,8 @@ from typing import Any, Final
 import psycopg
 from psycopg import errors as pg_errors
 
-from ..errors import storage
-from ..model import Category, Scope, SharePolicy
+from ...errors import storage
+from ...model import Category, Scope, SharePolicy
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 

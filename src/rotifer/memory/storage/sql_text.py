@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ..model import Category
 from .backend import NEWEST_PAGE
-from .model import Category
 
 ROW_COLUMNS = (
     "agent_id, key, category, value, created_by, creator_domain, last_accessed_by, "

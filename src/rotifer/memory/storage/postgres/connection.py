@@ -27,8 +27,8 @@ from typing import Any, Final
 import psycopg
 from psycopg import errors as pg_errors
 
-from ..errors import AgentMemoryError, storage
-from ..signals import signals_deferred
+from ...errors import AgentMemoryError, storage
+from ...signals import signals_deferred
 from .settings import LOCK_TIMEOUT_MS, Settings, first_line, parse
 from .watchdog import WATCHDOG
 

@@ -7,7 +7,7 @@ sources.  Put untrusted input in CACHE, or give it a maxRetentionDays so it
 expires."  :func:`write_untrusted` is that advice as a call a gene can make
 instead of ``write_memory``::
 
-    from rotifer.memory.untrusted import write_untrusted
+    from rotifer.memory import write_untrusted
 
     def express(input, ctx):
         # a web page is untrusted: cached, so it is the first thing cleared for space
@@ -42,9 +42,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import invalid
-from .model import UNSET, AccessPolicy, Category, MemoryEntry, RetentionPolicy, parse_category
-from .store import GeneMemoryAccess
+from ..errors import invalid
+from ..model import UNSET, AccessPolicy, Category, MemoryEntry, RetentionPolicy, parse_category
+from .gene_memory import GeneMemoryAccess
 
 __all__ = ["UNTRUSTED_NEEDS_RETENTION", "untrusted_retention", "write_untrusted"]
 

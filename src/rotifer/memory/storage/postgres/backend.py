@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
+from ...errors import AgentMemoryError, storage
+from ...model import RetentionPolicy
 from ..backend import Backend
-from ..errors import AgentMemoryError, storage
-from ..model import RetentionPolicy
 from . import schema
 from .connection import (
     BEGIN_ATTEMPTS,

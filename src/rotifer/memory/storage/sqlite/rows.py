@@ -8,8 +8,8 @@ import functools
 import json
 from typing import Any
 
+from ...model import RetentionPolicy
 from ..backend import Row
-from ..model import RetentionPolicy
 from ..rows import decode_row, entry_params
 
 

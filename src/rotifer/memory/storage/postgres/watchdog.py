@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from ..signals import signals_deferred
+from ...signals import signals_deferred
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 

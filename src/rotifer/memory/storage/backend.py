@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from .clock import Clock
-from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy
+from ..clock import Clock
+from ..model import AccessPolicy, Category, DataPolicy, RetentionPolicy
 
 if TYPE_CHECKING:
-    from .audit.index import IndexRow
+    from ..audit.index import IndexRow
 
 #: The largest page ``iter_newest`` fetches (its pages start at ``first`` rows,
 #: a query's limit, and double up to this).  A query whose answer lies within

@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from .backend import NEWEST_PAGE, Row
-from .changes import to_entry
-from .errors import invalid
-from .filters import _check_prefix
-from .model import MemoryEntry
+from ..engine.changes import to_entry
+from ..errors import invalid
+from ..filters import _check_prefix
+from ..model import MemoryEntry
+from ..storage.backend import NEWEST_PAGE, Row
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
 T = TypeVar("T")
 

@@ -33,7 +33,7 @@ from urllib.parse import unquote
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..errors import storage
+from ...errors import storage
 
 #: The default bound on one call, in seconds.
 TIMEOUT_S: Final = 30.0

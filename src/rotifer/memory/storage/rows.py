@@ -18,9 +18,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import AgentMemoryError, damaged
+from ..model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 from .backend import AgentRecord, Brief, Row, new_row
-from .errors import AgentMemoryError, damaged
-from .model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 
 _UNREADABLE = (ValueError, TypeError, KeyError, AgentMemoryError)
 _CATEGORIES: dict[object, Category] = {c.value: c for c in Category}

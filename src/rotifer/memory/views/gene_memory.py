@@ -12,13 +12,11 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from .audit.actions import DELETE, EVICT, UPDATE, WRITE
-from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
-from .changes import Change, to_entry
-from .errors import AgentMemoryError, ErrorCode, denied, invalid
-from .filters import MemoryFilter, ParsedFilter
-from .lean import FULL, query_lean, read_lean, write_lean
-from .model import (
+from ..audit.actions import DELETE, EVICT, UPDATE, WRITE
+from ..engine.changes import Change, to_entry
+from ..errors import AgentMemoryError, ErrorCode, denied, invalid
+from ..filters import MemoryFilter, ParsedFilter
+from ..model import (
     DEFAULT_ACCESS_POLICY,
     EVICTION_ORDER,
     MAX_QUERY_BYTES,
@@ -34,11 +32,13 @@ from .model import (
     parse_category,
     parse_retention,
 )
-from .policy import Actor, check_fits_data_policy, expires_at, scope_allows
+from ..policy import Actor, check_fits_data_policy, expires_at, scope_allows
+from ..storage.backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
+from .lean import FULL, query_lean, read_lean, write_lean
 from .scan import pick_newest
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
 T = TypeVar("T")
 

@@ -30,13 +30,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from .backend import Brief, Row, Transaction
-from .clock import MICROS_PER_DAY, format_time
-from .errors import invalid
-from .model import EVICTION_ORDER, AccessPolicy, Category, RetentionPolicy, check_key
+from ..clock import MICROS_PER_DAY, format_time
+from ..errors import invalid
+from ..model import EVICTION_ORDER, AccessPolicy, Category, RetentionPolicy, check_key
+from ..storage.backend import Brief, Row, Transaction
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
 Sort = Literal["newest", "oldest", "size"]
 SORTS: tuple[Sort, ...] = ("newest", "oldest", "size")

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from .audit.actions import UPDATE, WRITE
-from .audit.file import Placed
-from .audit.index import rows_for
-from .audit.text import audit_line, line_text
-from .backend import NEWEST_PAGE, new_row
-from .changes import Change, settle
-from .clock import format_time
-from .context import AUDIT_CONTEXT
-from .errors import invalid
-from .filters import MemoryFilter
-from .model import (
+from ..audit.actions import UPDATE, WRITE
+from ..audit.file import Placed
+from ..audit.index import rows_for
+from ..audit.text import audit_line, line_text
+from ..clock import format_time
+from ..context import AUDIT_CONTEXT
+from ..engine.changes import Change, settle
+from ..errors import invalid
+from ..filters import MemoryFilter
+from ..model import (
     DEFAULT_ACCESS_POLICY,
     MAX_QUERY_BYTES,
     MAX_VALUE_BYTES,
@@ -59,11 +58,12 @@ from .model import (
     entry_id,
     stored_entry,
 )
-from .model import (
+from ..model import (
     _new_object as _new_entry,
 )
-from .policy import expires_at
-from .rows import _CATEGORIES, _POLICIES, _UNREADABLE
+from ..policy import expires_at
+from ..storage.backend import NEWEST_PAGE, new_row
+from ..storage.rows import _CATEGORIES, _POLICIES, _UNREADABLE
 
 if TYPE_CHECKING:
     from .gene_memory import GeneMemory
