@@ -4,17 +4,18 @@ Two ways, the same code and the same clean environment (no ``ROTIFER_PROJECT``,
 ``ROTIFER_MEMORY_URL`` or ``ROTIFER_DEBUG`` from the caller, telemetry off), in
 the working folder the test chooses:
 
-* :func:`run`, :func:`ok`, :func:`refused`: the ``rotifer`` console script in a
-  fresh process.  For what only a process shows: exit statuses on signals and
-  interrupts, terminal escaping, what reaches file descriptors 1 and 2 (a
-  gene's ``os.write(1, ...)``), a killed run.
-* :func:`run_here`, :func:`ok_here`, :func:`refused_here`: in this process,
+* :func:`run`, :func:`ok`, :func:`refused` (the default): in this process,
   through the CLI's own entry point (``rotifer.cli.main.run``: its error
   handling and exit statuses) under click's ``CliRunner`` isolation, as
-  sqlite-utils tests its CLI.  For tests that only read stdout, stderr and the
-  status: no interpreter start-up per command (about a second each on a
-  loaded machine).  :func:`init_project`, :func:`wrap` and :func:`agent_list`
-  (set-up that runs no gene) use it.
+  sqlite-utils and llm test their CLIs.  No interpreter start-up per command
+  (about a second each on a loaded machine).
+* :func:`run_process`, :func:`ok_process`, :func:`refused_process`: the
+  ``rotifer`` console script in a fresh process.  For what only a process
+  shows: exit statuses on signals and interrupts, terminal escaping, what
+  reaches file descriptors 1 and 2 (a gene's ``os.write(1, ...)``), a killed
+  run, and whatever a hostile gene does to the process that runs it (the
+  containment tests use these, so a gene that attacks "rotifer" attacks a
+  rotifer process, never the test runner).
 
 :func:`refused` checks what every refusal must look like: the right exit
 status, no traceback, and a last stderr line ``CODE: message``.
@@ -59,16 +60,17 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return base
 
 
-def run(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-        ) -> subprocess.CompletedProcess[str]:
+def run_process(cwd: Path, *args: str, env: dict[str, str] | None = None,
+                stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``rotifer ARGS`` in a fresh process (see the module docstring)."""
     return subprocess.run([*rotifer_command(), *args], cwd=cwd, env=clean_env(env),
                           capture_output=True, text=True, timeout=120, check=False,
                           input=stdin if stdin is not None else "")
 
 
-def run_here(cwd: Path, *args: str, env: dict[str, str] | None = None,
-             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """:func:`run` in this process (see the module docstring): the same result."""
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None,
+        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``rotifer ARGS`` in this process (see the module docstring): the same result."""
     environment: dict[str, str | None] = dict.fromkeys(
         ("ROTIFER_MEMORY_URL", "ROTIFER_PROJECT", "ROTIFER_DEBUG"))
     environment["ROTIFER_TELEMETRY"] = "0"
@@ -95,10 +97,10 @@ def ok(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | No
     return done.stdout
 
 
-def ok_here(cwd: Path, *args: str, env: dict[str, str] | None = None,
-            stdin: str | None = None) -> str:
-    """:func:`ok` in this process."""
-    return ok(cwd, *args, env=env, stdin=stdin, runner=run_here)
+def ok_process(cwd: Path, *args: str, env: dict[str, str] | None = None,
+               stdin: str | None = None) -> str:
+    """:func:`ok` in a fresh process."""
+    return ok(cwd, *args, env=env, stdin=stdin, runner=run_process)
 
 
 def refused(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None,
@@ -118,10 +120,10 @@ def refused(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None,
     return done.stderr
 
 
-def refused_here(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None,
-                 stdin: str | None = None) -> str:
-    """:func:`refused` in this process."""
-    return refused(cwd, code, *args, env=env, stdin=stdin, runner=run_here)
+def refused_process(cwd: Path, code: str, *args: str, env: dict[str, str] | None = None,
+                    stdin: str | None = None) -> str:
+    """:func:`refused` in a fresh process."""
+    return refused(cwd, code, *args, env=env, stdin=stdin, runner=run_process)
 
 
 def last_line(stderr: str) -> str:
@@ -130,7 +132,7 @@ def last_line(stderr: str) -> str:
 
 def init_project(root: Path) -> Path:
     """``rotifer init ROOT`` (run from ROOT's parent); returns ROOT."""
-    ok_here(root.parent, "init", str(root))
+    ok(root.parent, "init", str(root))
     return root
 
 
@@ -154,7 +156,7 @@ def v2_of(stdout: str) -> str:
 
 def wrap(root: Path, name: str) -> str:
     """``rotifer wrap NAME``; the v2 id it printed."""
-    return v2_of(ok_here(root, "wrap", name))
+    return v2_of(ok(root, "wrap", name))
 
 
 def audit(root: Path) -> list[dict[str, Any]]:
@@ -174,7 +176,7 @@ def copy_spec(source: Path, destination: Path, name: str = "bot") -> None:
 
 def agent_list(root: Path) -> list[dict[str, Any]]:
     """``rotifer agent list --json``."""
-    data: list[dict[str, Any]] = json.loads(ok_here(root, "agent", "list", "--json"))
+    data: list[dict[str, Any]] = json.loads(ok(root, "agent", "list", "--json"))
     return data
 
 
@@ -186,7 +188,7 @@ def store_agents(root: Path, url: str | None = None) -> list[str]:
 
 def assert_not_created(root: Path, name: str, *, listing: bool = True) -> None:
     """No trace of agent NAME: no spec file, no memory, no audit line, and (with
-    ``listing``, one more subprocess) not in ``rotifer agent list``."""
+    ``listing``, one more command) not in ``rotifer agent list``."""
     if listing:
         assert name not in [a["name"] for a in agent_list(root)]
     assert not spec_path(root, name).exists()

@@ -20,18 +20,12 @@ from .helpers import (
     audit,
     init_project,
     last_line,
+    ok,
+    refused,
+    run,
     spec_path,
     store_agents,
     wrap,
-)
-from .helpers import (
-    ok_here as ok,
-)
-from .helpers import (
-    refused_here as refused,
-)
-from .helpers import (
-    run_here as run,
 )
 
 MB = 1024 * 1024

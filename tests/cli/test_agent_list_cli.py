@@ -11,19 +11,7 @@ import pytest
 
 from tests.genes.helpers import FORMATTER
 
-from .helpers import (
-    ERROR_LINE,
-    add_gene,
-    init_project,
-    spec_path,
-    wrap,
-)
-from .helpers import (
-    ok_here as ok,
-)
-from .helpers import (
-    run_here as run,
-)
+from .helpers import ERROR_LINE, add_gene, init_project, ok, run, spec_path, wrap
 
 
 @pytest.fixture

@@ -18,14 +18,10 @@ from .helpers import (
     assert_not_created,
     init_project,
     last_line,
+    ok,
+    refused,
     spec_path,
     wrap,
-)
-from .helpers import (
-    ok_here as ok,
-)
-from .helpers import (
-    refused_here as refused,
 )
 
 

@@ -15,10 +15,7 @@ import pytest
 
 from tests.genes.helpers import FORMATTER
 
-from .helpers import add_gene, add_wat_gene, init_project, wrap
-from .helpers import ok_here as ok
-from .helpers import refused_here as refused
-from .helpers import run_here as run
+from .helpers import add_gene, add_wat_gene, init_project, ok, refused, run, wrap
 
 #: A domain and a version that would move the cursor and recolour the screen.
 EVIL_DOMAIN = "evil\x1b[2J\rdom\u202e"

@@ -11,20 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import (
-    add_gene,
-    init_project,
-    wrap,
-)
-from .helpers import (
-    ok_here as ok,
-)
-from .helpers import (
-    refused_here as refused,
-)
-from .helpers import (
-    run_here as run,
-)
+from .helpers import add_gene, init_project, ok, refused, run, wrap
 from .test_memory_cli import MEMO, WRITES
 
 

@@ -20,19 +20,13 @@ from .helpers import (
     audit,
     init_project,
     last_line,
+    ok,
+    refused,
+    run,
     spec_path,
     store_agents,
     v2_of,
     wrap,
-)
-from .helpers import (
-    ok_here as ok,
-)
-from .helpers import (
-    refused_here as refused,
-)
-from .helpers import (
-    run_here as run,
 )
 
 DENIED = "MEMORY_ACCESS_DENIED"

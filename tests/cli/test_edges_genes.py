@@ -23,9 +23,11 @@ from .helpers import (
     init_project,
     last_line,
     ok,
+    ok_process,
     refused,
     rotifer_command,
     run,
+    run_process,
     spec_path,
     wrap,
 )
@@ -216,17 +218,17 @@ def test_the_run_time_hint_tells_never_wrapped_from_changed(proj: Path) -> None:
 
 def test_a_wat_edited_after_compile_is_pointed_out(proj: Path) -> None:
     folder = add_wat_gene(proj, "w", "prefs")
-    ok(proj, "compile", "w")
-    ok(proj, "agent", "create", "a", "--genes", "w")
-    done = run(proj, "agent", "run", "a", "--input", "{}")
+    ok_process(proj, "compile", "w")
+    ok_process(proj, "agent", "create", "a", "--genes", "w")
+    done = run_process(proj, "agent", "run", "a", "--input", "{}")
     assert done.returncode == 0 and "warning" not in done.stderr, done
     # As if gene.wat was edited 5 s after the compile (gene.wasm made 5 s before).
     earlier = (folder / "gene.wat").stat().st_mtime - 5
     os.utime(folder / "gene.wasm", (earlier, earlier))
-    done = run(proj, "agent", "run", "a", "--input", "{}")
+    done = run_process(proj, "agent", "run", "a", "--input", "{}")
     assert done.returncode == 0, done
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
     assert warnings == ["warning: genes/w/gene.wat is newer than gene.wasm; run "
                         "`rotifer compile w`"], done.stderr
-    ok(proj, "compile", "w")
-    assert "warning" not in run(proj, "agent", "run", "a", "--input", "{}").stderr
+    ok_process(proj, "compile", "w")
+    assert "warning" not in run_process(proj, "agent", "run", "a", "--input", "{}").stderr

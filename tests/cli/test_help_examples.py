@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from rotifer.cli.main import cli
 
-from .helpers import ok_here, run_here
+from .helpers import ok, run
 
 
 def commands(group: click.Group = cli, path: tuple[str, ...] = ()
@@ -69,13 +69,13 @@ def demo_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """What `make demo` leaves: the formatter genes wrapped, agent fmt that
     remembered the indent 4."""
     root = tmp_path_factory.mktemp("demo") / "demo"
-    ok_here(root.parent, "init", str(root))
+    ok(root.parent, "init", str(root))
     shutil.copytree(REPO / "examples" / "formatter" / "genes", root / "genes",
                     dirs_exist_ok=True)
-    ok_here(root, "wrap", "formatter")
-    ok_here(root, "wrap", "better-formatter")
-    ok_here(root, "agent", "create", "fmt", "--genes", "formatter", "--memory-quota", "1MB")
-    ok_here(root, "agent", "run", "fmt", "--input", '{"code": "{\\na\\n}", "indent": 4}')
+    ok(root, "wrap", "formatter")
+    ok(root, "wrap", "better-formatter")
+    ok(root, "agent", "create", "fmt", "--genes", "formatter", "--memory-quota", "1MB")
+    ok(root, "agent", "run", "fmt", "--input", '{"code": "{\\na\\n}", "indent": 4}')
     return root
 
 
@@ -90,5 +90,5 @@ def test_every_example_runs_as_written(demo_project: Path, tmp_path: Path,
     for line in example_lines(path):
         argv = shlex.split(line)
         assert argv[0] == "rotifer", line
-        done = run_here(root, *argv[1:], stdin="")
+        done = run(root, *argv[1:], stdin="")
         assert done.returncode == 0, (line, done.stdout, done.stderr)

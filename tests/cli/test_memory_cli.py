@@ -17,23 +17,7 @@ import pytest
 
 from rotifer.memory import ManualClock, MemoryStore
 
-from .helpers import (
-    add_gene,
-    audit,
-    clean_env,
-    init_project,
-    last_line,
-    wrap,
-)
-from .helpers import (
-    ok_here as ok,
-)
-from .helpers import (
-    refused_here as refused,
-)
-from .helpers import (
-    run_here as run,
-)
+from .helpers import add_gene, audit, clean_env, init_project, last_line, ok, refused, run, wrap
 
 MEMO = '''
 def express(input, ctx):

@@ -14,7 +14,7 @@ from rotifer.genes.errors import InvalidAgent, InvalidGene
 from rotifer.genes.gene import validate_gene_name
 from rotifer.genes.ids import is_v2_id
 from rotifer.memory import AgentMemoryError
-from tests.cli.helpers import add_gene, init_project, refused_here, wrap
+from tests.cli.helpers import add_gene, init_project, refused, wrap
 
 GENE = "def express(input, ctx):\n    return input\n"
 SNEAKY = ["fmt\n", "fmt\r\n", "fmt\t", "\nfmt", "fmt\x00", "fm\u202et"]
@@ -30,7 +30,7 @@ def proj(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("name", SNEAKY)
 def test_agent_create_refuses_a_name_with_a_hidden_character(proj: Path, name: str) -> None:
-    refused_here(proj, "INVALID_AGENT", "agent", "create", name, "--genes", "fmt")
+    refused(proj, "INVALID_AGENT", "agent", "create", name, "--genes", "fmt")
     assert sorted(p.name for p in (proj / ".rotifer" / "agents").glob("*")) == []
     with pytest.raises(InvalidAgent):
         validate_agent_name(name)
@@ -38,7 +38,7 @@ def test_agent_create_refuses_a_name_with_a_hidden_character(proj: Path, name: s
 
 @pytest.mark.parametrize("name", SNEAKY)
 def test_wrap_refuses_a_gene_name_with_a_hidden_character(proj: Path, name: str) -> None:
-    refused_here(proj, "INVALID_GENE", "wrap", name)
+    refused(proj, "INVALID_GENE", "wrap", name)
     with pytest.raises(InvalidGene):
         validate_gene_name(name)
 

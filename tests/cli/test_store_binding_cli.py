@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rotifer.agents.project import store_words
 
-from .helpers import add_gene, init_project, last_line, ok_here, refused_here, spec_path, wrap
+from .helpers import add_gene, init_project, last_line, ok, refused, spec_path, wrap
 
 GENE = "def express(input, ctx):\n    return input\n"
 
@@ -19,16 +19,16 @@ def test_agent_created_on_a_url_runs_there_without_it(tmp_path: Path) -> None:
     add_gene(root, "echo", GENE)
     wrap(root, "echo")
     url = f"sqlite:{tmp_path / 'elsewhere.db'}"
-    ok_here(root, "agent", "create", "bot", "--genes", "echo",
+    ok(root, "agent", "create", "bot", "--genes", "echo",
             env={"ROTIFER_MEMORY_URL": url})
     assert json.loads(spec_path(root, "bot").read_text())["memoryUrl"] == url
     # without the variable: the recorded store, not the project's SQLite file
-    assert json.loads(ok_here(root, "agent", "run", "bot", "--input", '{"a": 1}')) == {"a": 1}
+    assert json.loads(ok(root, "agent", "run", "bot", "--input", '{"a": 1}')) == {"a": 1}
     assert not (root / ".rotifer" / "playground.db").exists()
     # with the variable naming another store: where the memory is, and how to reach it
     other = f"sqlite:{tmp_path / 'other.db'}"
-    ok_here(root, "agent", "create", "x", "--genes", "echo", env={"ROTIFER_MEMORY_URL": other})
-    err = last_line(refused_here(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot",
+    ok(root, "agent", "create", "x", "--genes", "echo", env={"ROTIFER_MEMORY_URL": other})
+    err = last_line(refused(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot",
                                  "--input", "{}", env={"ROTIFER_MEMORY_URL": other}))
     assert f"keeps its memory in the SQLite file {tmp_path / 'elsewhere.db'}" in err, err
     assert "unset $ROTIFER_MEMORY_URL" in err
@@ -45,10 +45,10 @@ def test_config_refuses_an_unknown_key_with_the_closest_one(tmp_path: Path) -> N
     wrap(root, "echo")
     config = root / ".rotifer" / "config.json"
     config.write_text(json.dumps({"memoryURL": f"sqlite:{tmp_path / 'm.db'}"}))
-    err = last_line(refused_here(root, "INVALID_CONFIG", "agent", "create", "bot",
+    err = last_line(refused(root, "INVALID_CONFIG", "agent", "create", "bot",
                                  "--genes", "echo"))
     assert "'memoryURL'" in err and "did you mean 'memoryUrl'?" in err
     assert not spec_path(root, "bot").exists()
     config.write_text(json.dumps({"memoryUrl": f"sqlite:{tmp_path / 'm.db'}"}))
-    ok_here(root, "agent", "create", "bot", "--genes", "echo")
+    ok(root, "agent", "create", "bot", "--genes", "echo")
     assert (tmp_path / "m.db").exists()

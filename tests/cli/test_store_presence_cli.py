@@ -12,9 +12,7 @@ import pytest
 from rotifer.memory.storage.sqlite.schema import SCHEMA_VERSION
 from tests.genes.helpers import FORMATTER
 
-from .helpers import add_gene, init_project, last_line, wrap
-from .helpers import ok_here as ok
-from .helpers import refused_here as refused
+from .helpers import add_gene, init_project, last_line, ok, refused, wrap
 
 
 @pytest.fixture

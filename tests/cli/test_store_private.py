@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rotifer.memory import MemoryStore
-from tests.cli.helpers import add_gene, init_project, ok, run, wrap
+from tests.cli.helpers import add_gene, init_project, ok, ok_process, run_process, wrap
 
 GENE = ("def express(input, ctx):\n"
         "    ctx.memory.write_memory('formatter/k', b'secret', 'CACHE')\n    return 1\n")
@@ -79,16 +79,16 @@ def test_an_open_store_is_tightened_once_and_doctor_reports_it(
         tmp_path: Path, loose_umask: None) -> None:
     dot = make_store(tmp_path / "proj")
     open_up(dot)
-    doctor = ok(dot.parent, "doctor")
+    doctor = ok_process(dot.parent, "doctor")
     assert f"store permissions: {dot} is readable by others" in doctor, doctor
     assert modes(dot)["."] == 0o755  # doctor reports, never changes
-    done = run(dot.parent, "agent", "list")
+    done = run_process(dot.parent, "agent", "list")
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("was readable by other users; made it private") == 1, done.stderr
     assert set(modes(dot).values()) <= {0o700, 0o600}, modes(dot)
-    again = run(dot.parent, "agent", "list")
+    again = run_process(dot.parent, "agent", "list")
     assert "made it private" not in again.stderr
-    assert "is private (0700, files 0600)" in ok(dot.parent, "doctor")
+    assert "is private (0700, files 0600)" in ok_process(dot.parent, "doctor")
 
 
 def as_nobody_can_read(path: Path) -> bool:

@@ -17,18 +17,7 @@ import pytest
 
 from rotifer.memory import Category, MemoryStore
 
-from .helpers import (
-    audit,
-    copy_spec,
-    init_project,
-    store_agents,
-)
-from .helpers import (
-    ok_here as ok,
-)
-from .helpers import (
-    refused_here as refused,
-)
+from .helpers import audit, copy_spec, init_project, ok, refused, store_agents
 
 PG = pytest.mark.postgres
 

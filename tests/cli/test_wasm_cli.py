@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.helpers import add_wat_gene, audit, init_project, ok, refused, v2_of
+from tests.cli.helpers import add_wat_gene, audit, init_project, ok, ok_process, refused, v2_of
 
 # Subprocesses, not in-process runs: the module cache is tested across processes
 # (one process also keeps compiled modules in memory).
@@ -43,13 +43,13 @@ def test_the_module_cache_is_written_once_and_reused_by_the_next_process(proj: P
 
 
 def test_a_damaged_cache_file_is_compiled_again(proj: Path) -> None:
-    ok(proj, "compile", "prefs")
-    ok(proj, "agent", "create", "w", "--genes", "prefs")
-    ok(proj, "agent", "run", "w", "--input", '{"indent": 5}')
+    ok_process(proj, "compile", "prefs")
+    ok_process(proj, "agent", "create", "w", "--genes", "prefs")
+    ok_process(proj, "agent", "run", "w", "--input", '{"indent": 5}')
     [name] = cache_files(proj)
     path = proj / ".rotifer" / "cache" / "wasm" / name
     path.write_bytes(path.read_bytes()[:100])
-    assert json.loads(ok(proj, "agent", "run", "w", "--input", "{}")) == {"indent": 5}
+    assert json.loads(ok_process(proj, "agent", "run", "w", "--input", "{}")) == {"indent": 5}
     assert path.stat().st_size > 100  # rewritten whole
 
 

@@ -18,8 +18,8 @@ from tests.cli.helpers import (
     clean_env,
     init_project,
     last_line,
-    ok,
-    refused,
+    ok_process,
+    refused_process,
     rotifer_command,
 )
 from tests.containment.test_hostile_unprivileged import nobody_dir  # noqa: F401
@@ -42,7 +42,7 @@ def rows(out: str) -> dict[str, str]:
 
 
 def test_doctor_as_this_user(tmp_path: Path) -> None:
-    out = ok(tmp_path, "doctor")
+    out = ok_process(tmp_path, "doctor")
     found = rows(out)
     assert found["no capability"] == "yes" and found["genes never run as root"] == "yes", out
     assert found["no chmod/chown/utime/xattr"] == "yes", out
@@ -77,8 +77,8 @@ def test_a_gene_user_that_cannot_be_is_refused(tmp_path: Path, spec: str) -> Non
         pytest.skip("the genes' user is chosen only when rotifer runs as root")
     root = init_project(tmp_path / "proj")
     add_gene(root, "g", "def express(input, ctx):\n    return input\n")
-    line = last_line(refused(root, "GENE_UNAVAILABLE", "run", "g", "--input", "1",
+    line = last_line(refused_process(root, "GENE_UNAVAILABLE", "run", "g", "--input", "1",
                              env={"ROTIFER_GENE_USER": spec}))
     assert f"ROTIFER_GENE_USER='{spec}'" in line, line
-    assert ok(root, "run", "g", "--input", "1",
+    assert ok_process(root, "run", "g", "--input", "1",
               env={"ROTIFER_GENE_USER": "nobody"}) == "1\n"

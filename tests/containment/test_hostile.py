@@ -21,7 +21,15 @@ from typing import Any
 
 import pytest
 
-from tests.cli.helpers import add_gene, init_project, last_line, ok, refused, run, wrap
+from tests.cli.helpers import (
+    add_gene,
+    init_project,
+    last_line,
+    ok_process,
+    refused_process,
+    run_process,
+    wrap,
+)
 
 PY_ATTACKS = r'''
 import os, socket
@@ -134,16 +142,16 @@ exports.express = async (input) => {
     }),
   };
   out["tcp connect"] = await later((ok, bad) => {
-    const s = net.connect(input.tcp, "127.0.0.1", () => { s.destroy(); ok(); });
+    const s = net.connect(input.tcp, "127.0.0.1", () => { s.destroy(); ok_process(); });
     s.on("error", bad);
   });
   out["udp send"] = await later((ok, bad) => {
     const s = dgram.createSocket("udp4");
     s.on("error", bad);
-    s.send("x", input.udp, "127.0.0.1", (e) => { s.close(); e ? bad(e) : ok(); });
+    s.send("x", input.udp, "127.0.0.1", (e) => { s.close(); e ? bad(e) : ok_process(); });
   });
   out["unix socket"] = await later((ok, bad) => {
-    const s = net.connect(input.unix, () => { s.destroy(); ok(); });
+    const s = net.connect(input.unix, () => { s.destroy(); ok_process(); });
     s.on("error", bad);
   });
   return out;
@@ -199,7 +207,7 @@ def project(tmp_path: Path, kind: str, trust: bool) -> tuple[Path, dict[str, str
         add_gene(root, "thief", NODE_ATTACKS, domain="other", file="index.js")
     wrap(root, "secret")
     wrap(root, "thief")
-    ok(root, "agent", "create", "a", "--genes", "secret,thief", "--composition", "seq",
+    ok_process(root, "agent", "create", "a", "--genes", "secret,thief", "--composition", "seq",
        *(["--trust", "thief"] if trust else []), env=env)
     telemetry = root / ".rotifer" / "telemetry.jsonl"
     if not telemetry.exists():  # written after a run: make sure there is one to attack
@@ -220,7 +228,7 @@ def test_every_attack_is_refused_unless_trusted(tmp_path: Path, listeners: dict[
     root, env = project(tmp_path, kind, trust)
     home = Path(env["HOME"])
     value = {"root": str(root), "ssh": str(home / ".ssh" / "id_rsa"), **listeners}
-    done = run(root, "agent", "run", "a", "--input", json.dumps(value), env=env)
+    done = run_process(root, "agent", "run", "a", "--input", json.dumps(value), env=env)
     assert done.returncode == 0, done
     report = json.loads(done.stdout)
     attacks = [a for a in report if not (kind == "node" and a in PYTHON_ONLY)]
@@ -234,8 +242,8 @@ def test_every_attack_is_refused_unless_trusted(tmp_path: Path, listeners: dict[
     assert not (root / "pwned").exists()
     assert not (root / ".rotifer" / "audit.jsonl.pwned").exists()
     # The other gene's entry is intact and the audit log proves itself.
-    assert "vault/token" in ok(root, "agent", "memory", "list", "a", env=env)
-    ok(root, "agent", "audit", "verify", "a", env=env)
+    assert "vault/token" in ok_process(root, "agent", "memory", "list", "a", env=env)
+    ok_process(root, "agent", "audit", "verify", "a", env=env)
 
 
 FAILING = {
@@ -259,15 +267,15 @@ def test_an_attack_that_escapes_the_gene_is_gene_failed(
     add_gene(root, "g", FAILING[(kind, attack)], file="gene.py" if kind == "python" else "index.js")
     wrap(root, "g")
     value = json.dumps({"root": str(root), **listeners})
-    ok(root, "agent", "create", "a", "--genes", "g")
+    ok_process(root, "agent", "create", "a", "--genes", "g")
     before = snapshot(root)
-    line = last_line(refused(root, "GENE_FAILED", "agent", "run", "a", "--input", value))
+    line = last_line(refused_process(root, "GENE_FAILED", "agent", "run", "a", "--input", value))
     assert "gene 'g'" in line and ("Permission" in line or "EACCES" in line
                                    or "not permitted" in line or "EPERM" in line), line
     assert snapshot(root)["playground.db"] == before["playground.db"]
-    ok(root, "agent", "audit", "verify", "a")
-    ok(root, "agent", "create", "t", "--genes", "g", "--trust", "g")
-    done = run(root, "agent", "run", "t", "--input", value)
+    ok_process(root, "agent", "audit", "verify", "a")
+    ok_process(root, "agent", "create", "t", "--genes", "g", "--trust", "g")
+    done = run_process(root, "agent", "run", "t", "--input", value)
     assert done.returncode == 0, done
 
 
@@ -296,16 +304,16 @@ def test_a_forged_bridge_request_acts_as_the_gene_that_sent_it(tmp_path: Path) -
     add_gene(root, "forger", FORGER, domain="other")
     victim = wrap(root, "secret")
     wrap(root, "forger")
-    ok(root, "agent", "create", "a", "--genes", "secret,forger")
+    ok_process(root, "agent", "create", "a", "--genes", "secret,forger")
     value = {"victim": victim, "named": False}
-    out = json.loads(ok(root, "agent", "run", "a", "--input", json.dumps(value)))
+    out = json.loads(ok_process(root, "agent", "run", "a", "--input", json.dumps(value)))
     assert out == {"ok": None} or out.get("error", {}).get("code") == "MEMORY_ACCESS_DENIED", out
     assert "aHVudGVyMg" not in json.dumps(out)  # base64 of the secret value
     value["named"] = True
-    line = last_line(refused(root, "GENE_FAILED", "agent", "run", "a", "--input",
+    line = last_line(refused_process(root, "GENE_FAILED", "agent", "run", "a", "--input",
                              json.dumps(value)))
     assert "gene 'forger' broke the bridge protocol" in line, line
-    ok(root, "agent", "audit", "verify", "a")
+    ok_process(root, "agent", "audit", "verify", "a")
 
 
 def test_memory_flood_and_terminal_escapes_are_contained(tmp_path: Path) -> None:
@@ -320,11 +328,11 @@ def test_memory_flood_and_terminal_escapes_are_contained(tmp_path: Path) -> None
              "    for _ in range(400):\n        os.write(2, b'x' * 65536)\n    return 1\n")
     for g in ("hog", "loud"):
         wrap(root, g)
-    ok(root, "agent", "create", "h", "--genes", "hog", "--gene-memory", "128")
-    line = last_line(refused(root, "GENE_FAILED", "agent", "run", "h", "--input", "512"))
+    ok_process(root, "agent", "create", "h", "--genes", "hog", "--gene-memory", "128")
+    line = last_line(refused_process(root, "GENE_FAILED", "agent", "run", "h", "--input", "512"))
     assert "MemoryError" in line, line
-    ok(root, "agent", "create", "l", "--genes", "loud")
-    done = run(root, "agent", "run", "l", "--input", "0")
+    ok_process(root, "agent", "create", "l", "--genes", "loud")
+    done = run_process(root, "agent", "run", "l", "--input", "0")
     assert done.returncode == 0 and done.stdout == "1\n", done.stderr[-500:]
     assert "\x1b" not in done.stderr
     assert "[loud] \\x1b[32mgreen" in done.stderr and "[loud] \\x1b[31mred" in done.stderr
@@ -336,13 +344,13 @@ def test_a_kernel_without_landlock_refuses_with_a_way_out(tmp_path: Path) -> Non
     add_gene(root, "g", "def express(input, ctx):\n    return input\n")
     wrap(root, "g")
     no_landlock = {"ROTIFER_PRETEND_NO_LANDLOCK": "1"}
-    line = last_line(refused(root, "GENE_UNAVAILABLE", "run", "g", "--input", "1",
+    line = last_line(refused_process(root, "GENE_UNAVAILABLE", "run", "g", "--input", "1",
                              env=no_landlock))
     assert "no Landlock" in line and "--trust g" in line, line
-    done = run(root, "run", "--trust", "g", "--input", "1", env=no_landlock)
+    done = run_process(root, "run", "--trust", "g", "--input", "1", env=no_landlock)
     assert done.returncode == 0 and done.stdout == "1\n", done
     assert "runs uncontained" in done.stderr
-    doctor = refused(root, "CONTAINMENT_UNAVAILABLE", "doctor", env=no_landlock)
+    doctor = refused_process(root, "CONTAINMENT_UNAVAILABLE", "doctor", env=no_landlock)
     assert "refused unless trusted" in doctor
 
 
@@ -364,5 +372,5 @@ def test_a_multi_line_node_error_keeps_every_line_escaped(tmp_path: Path) -> Non
     root = init_project(tmp_path / "proj")
     add_gene(root, "g", "exports.express = () => { throw new Error("
              "'first line\\nsecond line \\x1b[31mred'); };\n", file="index.js")
-    line = last_line(refused(root, "GENE_FAILED", "run", "g", "--input", "1"))
+    line = last_line(refused_process(root, "GENE_FAILED", "run", "g", "--input", "1"))
     assert "first line" in line and "second line \\x1b[31mred" in line, line

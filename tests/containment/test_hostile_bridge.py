@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.helpers import add_gene, init_project, last_line, ok, refused, run, wrap
+from tests.cli.helpers import (
+    add_gene,
+    init_project,
+    last_line,
+    ok_process,
+    refused_process,
+    run_process,
+    wrap,
+)
 
 needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -80,8 +88,8 @@ def project(tmp_path: Path, kind: str) -> Path:
     add_gene(root, "fallback", FALLBACK)
     wrap(root, "liar")
     wrap(root, "fallback")
-    ok(root, "agent", "create", "alone", "--genes", "liar")
-    ok(root, "agent", "create", "both", "--genes", "liar,fallback", "--composition", "try")
+    ok_process(root, "agent", "create", "alone", "--genes", "liar")
+    ok_process(root, "agent", "create", "both", "--genes", "liar,fallback", "--composition", "try")
     return root
 
 
@@ -91,11 +99,11 @@ def test_a_forged_or_malformed_message_is_the_gene_failing(tmp_path: Path, kind:
     root = project(tmp_path, kind)
     for attack, line in ATTACKS.items():
         text = json.dumps({"line": line})
-        stderr = refused(root, "GENE_FAILED", "agent", "run", "alone", "--input", text)
+        stderr = refused_process(root, "GENE_FAILED", "agent", "run", "alone", "--input", text)
         last = last_line(stderr)
         assert "gene 'liar'" in last and "protocol" in last, (attack, last)
         assert "INTERRUPTED" not in stderr and "INTERNAL_ERROR" not in stderr, (attack, stderr)
-        done = run(root, "agent", "run", "both", "--input", text)
+        done = run_process(root, "agent", "run", "both", "--input", text)
         assert done.returncode == 0, (attack, done.returncode, done.stderr[-2000:])
         assert json.loads(done.stdout) == "fallback ran", (attack, done.stdout)
 
@@ -109,13 +117,13 @@ def test_a_gene_interrupting_itself_does_not_interrupt_rotifer(tmp_path: Path) -
     add_gene(root, "fallback", FALLBACK)
     wrap(root, "selfish")
     wrap(root, "fallback")
-    ok(root, "agent", "create", "c", "--genes", "selfish,fallback", "--composition", "try")
-    done = run(root, "agent", "run", "c", "--input", "0")
+    ok_process(root, "agent", "create", "c", "--genes", "selfish,fallback", "--composition", "try")
+    done = run_process(root, "agent", "run", "c", "--input", "0")
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert json.loads(done.stdout) == "fallback ran"
-    ok(root, "agent", "create", "t", "--genes", "selfish,fallback", "--composition", "try",
+    ok_process(root, "agent", "create", "t", "--genes", "selfish,fallback", "--composition", "try",
        "--trust", "selfish")
-    trusted = run(root, "agent", "run", "t", "--input", "0")
+    trusted = run_process(root, "agent", "run", "t", "--input", "0")
     assert trusted.returncode == 130, (trusted.returncode, trusted.stderr[-2000:])
 
 
@@ -154,16 +162,16 @@ def test_every_stream_together_is_capped_at_1_mib(tmp_path: Path, kind: str) -> 
     else:
         add_gene(root, "loud", NODE_FLOOD, file="index.js")
     wrap(root, "loud")
-    ok(root, "agent", "create", "a", "--genes", "loud")
-    done = run(root, "agent", "run", "a", "--input", "0")
+    ok_process(root, "agent", "create", "a", "--genes", "loud")
+    done = run_process(root, "agent", "run", "a", "--input", "0")
     assert done.returncode == 0 and json.loads(done.stdout) == "done", done.stderr[-500:]
     assert len(done.stderr.encode()) < (1 << 20) + (16 << 10), len(done.stderr)
     dropped = [line for line in done.stderr.splitlines() if "bytes of output dropped" in line]
     assert len(dropped) == 1, dropped
     assert done.stderr.rstrip().endswith(dropped[0])
     if kind == "python":
-        ok(root, "agent", "create", "t", "--genes", "loud", "--trust", "loud")
-        trusted = run(root, "agent", "run", "t", "--input", "0")
+        ok_process(root, "agent", "create", "t", "--genes", "loud", "--trust", "loud")
+        trusted = run_process(root, "agent", "run", "t", "--input", "0")
         assert trusted.returncode == 0
         assert len(trusted.stderr.encode()) > 6 << 20
 
@@ -173,11 +181,11 @@ def test_an_agent_may_pass_on_more_output(tmp_path: Path) -> None:
     root = init_project(tmp_path / "proj")
     add_gene(root, "loud", PY_FLOOD)
     wrap(root, "loud")
-    ok(root, "agent", "create", "a", "--genes", "loud", "--gene-output", "4")
-    assert "output 4 MiB" in ok(root, "agent", "list")
-    done = run(root, "agent", "run", "a", "--input", "0")
+    ok_process(root, "agent", "create", "a", "--genes", "loud", "--gene-output", "4")
+    assert "output 4 MiB" in ok_process(root, "agent", "list")
+    done = run_process(root, "agent", "run", "a", "--input", "0")
     assert done.returncode == 0, done.stderr[-500:]
     assert 3 << 20 < len(done.stderr.encode()) < (4 << 20) + (64 << 10)  # with "[loud] "s
     assert done.stderr.count("bytes of output dropped") == 1
-    refused(root, "INVALID_AGENT", "agent", "create", "b", "--genes", "loud",
+    refused_process(root, "INVALID_AGENT", "agent", "create", "b", "--genes", "loud",
             "--gene-output", "0")

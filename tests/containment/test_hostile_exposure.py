@@ -23,7 +23,15 @@ from pathlib import Path
 import pytest
 
 from rotifer.genes.contain import python_host
-from tests.cli.helpers import add_gene, init_project, last_line, ok, refused, run_here, wrap
+from tests.cli.helpers import (
+    add_gene,
+    init_project,
+    last_line,
+    ok_process,
+    refused_process,
+    run,
+    wrap,
+)
 
 SECRET = "# TOP SECRET 42\n"
 PY_READER = ("def express(input, ctx):\n"
@@ -49,7 +57,7 @@ def make(base: Path, reader: str, file: str) -> Path:
     add_gene(root, "other", SECRET + "def express(input, ctx):\n    return {}\n",
              file="gene.py")
     wrap(root, "reader")
-    ok(root, "agent", "create", "t", "--genes", "reader", "--trust", "reader")
+    ok_process(root, "agent", "create", "t", "--genes", "reader", "--trust", "reader")
     return root
 
 
@@ -58,17 +66,17 @@ def test_a_project_inside_the_python_prefix_is_refused(
     root = make(in_the_venv, PY_READER, "gene.py")
     value = json.dumps(str(root))
     # agent create loads the gene as its run would: refused there already.
-    line = last_line(refused(root, "GENE_UNAVAILABLE", "agent", "create", "a", "--genes",
+    line = last_line(refused_process(root, "GENE_UNAVAILABLE", "agent", "create", "a", "--genes",
                              "reader"))
     assert f"the project ({root.resolve()}) lies under" in line, line
-    assert json.loads(ok(root, "agent", "run", "t", "--input", value)) == SECRET[:15]
+    assert json.loads(ok_process(root, "agent", "run", "t", "--input", value)) == SECRET[:15]
     monkeypatch.setattr(python_host, "refuse_exposed", lambda *args: None)
-    ok(root, "agent", "create", "a", "--genes", "reader", runner=run_here)
-    line = last_line(refused(root, "GENE_UNAVAILABLE", "agent", "run", "a", "--input", value))
+    ok_process(root, "agent", "create", "a", "--genes", "reader", runner=run)
+    line = last_line(refused_process(root, "GENE_UNAVAILABLE", "agent", "run", "a", "--input", value))
     assert f"the project ({root.resolve()}) lies under" in line, line
     # With the check switched off, the contained gene reads another gene's code.
-    assert json.loads(ok(root, "agent", "run", "a", "--input", value,
-                         runner=run_here)) == SECRET[:15]
+    assert json.loads(ok_process(root, "agent", "run", "a", "--input", value,
+                         runner=run)) == SECRET[:15]
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
@@ -78,14 +86,14 @@ def test_a_project_inside_the_node_modules_folder_is_refused(tmp_path: Path) -> 
     env = {"ROTIFER_NODE_MODULES": str(modules)}
     root = make(modules, NODE_READER, "index.js")
     value = json.dumps(str(root))
-    line = last_line(refused(root, "GENE_UNAVAILABLE", "agent", "create", "a", "--genes",
+    line = last_line(refused_process(root, "GENE_UNAVAILABLE", "agent", "create", "a", "--genes",
                              "reader", env=env))
     assert f"lies under {modules.resolve()}" in line, line
-    assert json.loads(ok(root, "agent", "run", "t", "--input", value,
+    assert json.loads(ok_process(root, "agent", "run", "t", "--input", value,
                          env=env)) == SECRET[:15]
     # The same project elsewhere runs contained, and the gene cannot read the store.
     moved = tmp_path / "elsewhere"
     shutil.move(str(root), moved)
-    ok(moved, "agent", "create", "a", "--genes", "reader", env=env)
-    assert "GENE_FAILED" in last_line(refused(moved, "GENE_FAILED", "agent", "run", "a",
+    ok_process(moved, "agent", "create", "a", "--genes", "reader", env=env)
+    assert "GENE_FAILED" in last_line(refused_process(moved, "GENE_FAILED", "agent", "run", "a",
                                               "--input", json.dumps(str(moved)), env=env))

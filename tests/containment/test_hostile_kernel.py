@@ -34,10 +34,10 @@ from tests.cli.helpers import (
     add_gene,
     clean_env,
     init_project,
-    ok,
-    refused,
+    ok_process,
+    refused_process,
     rotifer_command,
-    run,
+    run_process,
     wrap,
 )
 from tests.containment.test_hostile_unprivileged import chown_tree, nobody_dir  # noqa: F401
@@ -201,7 +201,7 @@ def kernel_project(base: Path, kind: str, trust: bool) -> Path:
     else:
         add_gene(root, "thief", NODE, domain="other", file="index.js")
     wrap(root, "thief")
-    ok(root, "agent", "create", "a", "--genes", "thief", *(["--trust", "thief"] if trust else []))
+    ok_process(root, "agent", "create", "a", "--genes", "thief", *(["--trust", "thief"] if trust else []))
     return root
 
 
@@ -229,7 +229,7 @@ def test_kernel_attacks_are_refused_unless_trusted(tmp_path: Path, kind: str,
     db = root / ".rotifer" / "playground.db"
     before = db.stat()
     try:
-        done = run(root, "agent", "run", "a", "--input", attack_input(root, key),
+        done = run_process(root, "agent", "run", "a", "--input", attack_input(root, key),
                    env={"TMPDIR": str(tmp_path)})
         report = report_of(done)
         left = sysv_queue(key)
@@ -246,7 +246,7 @@ def test_kernel_attacks_are_refused_unless_trusted(tmp_path: Path, kind: str,
         return
     assert [a for a, r in report.items() if r == "ok"] == [], report
     assert left == -1
-    ok(root, "agent", "audit", "verify", "a")
+    ok_process(root, "agent", "audit", "verify", "a")
 
 
 @pytest.mark.parametrize("kind", ["python", "node"])
@@ -317,8 +317,8 @@ def test_threads_and_the_temporary_folder_are_capped_per_agent(tmp_path: Path,
     wrap(root, "g")
     # Each thread's stack (8 MiB) counts against the data size: memory enough
     # for 300 of them, so the thread cap alone decides.
-    ok(root, "agent", "create", "a", "--genes", "g", "--gene-memory", "4096", *options)
-    report = report_of(run(root, "agent", "run", "a", "--input",
+    ok_process(root, "agent", "create", "a", "--genes", "g", "--gene-memory", "4096", *options)
+    report = report_of(run_process(root, "agent", "run", "a", "--input",
                            json.dumps({"threads": 300, "temp": 192})))
     if options:
         assert report["threads"] == "ok", report
@@ -333,5 +333,5 @@ def test_a_cap_too_small_is_refused(tmp_path: Path, option: str, value: str) -> 
     root = init_project(tmp_path / "proj")
     add_gene(root, "g", LIMITS)
     wrap(root, "g")
-    line = refused(root, "INVALID_AGENT", "agent", "create", "a", "--genes", "g", option, value)
+    line = refused_process(root, "INVALID_AGENT", "agent", "create", "a", "--genes", "g", option, value)
     assert "at least" in line, line

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.cli.helpers import add_gene, init_project, ok, ok_here, run, wrap
+from tests.cli.helpers import add_gene, init_project, ok, ok_process, run_process, wrap
 from tests.pg_plugin import PgBouncer
 
 PY_PROBE = r'''
@@ -109,9 +109,9 @@ def two_listeners() -> Iterator[tuple[int, int]]:
 def test_tcp_to_the_real_postgres_and_pgbouncer_is_refused_unless_trusted(
         tmp_path: Path, pg_url: str, pgbouncer: PgBouncer, kind: str, trust: bool) -> None:
     root = probe_project(tmp_path, kind)
-    ok(root, "agent", "create", "a", "--genes", "probe", *(["--trust", "probe"] if trust else []))
+    ok_process(root, "agent", "create", "a", "--genes", "probe", *(["--trust", "probe"] if trust else []))
     targets = {"postgres": [port_of(pg_url), True], "pgbouncer": [pgbouncer.port, True]}
-    done = run(root, "agent", "run", "a", "--input", json.dumps(targets))
+    done = run_process(root, "agent", "run", "a", "--input", json.dumps(targets))
     assert done.returncode == 0, done
     report: dict[str, Any] = json.loads(done.stdout)
     if trust:  # the real servers answer an SSLRequest with 'N' (or 'S')
@@ -119,7 +119,7 @@ def test_tcp_to_the_real_postgres_and_pgbouncer_is_refused_unless_trusted(
         assert all(r in ("answered N", "answered S") for r in report.values()), report
         return
     assert all(r.startswith("refused ") for r in report.values()), report
-    ok(root, "agent", "audit", "verify", "a")
+    ok_process(root, "agent", "audit", "verify", "a")
 
 
 @needs_node
@@ -128,13 +128,13 @@ def test_allow_tcp_grants_that_port_and_no_other(tmp_path: Path, kind: str,
                                                  two_listeners: tuple[int, int]) -> None:
     granted, other = two_listeners
     root = probe_project(tmp_path, kind)
-    ok(root, "agent", "create", "a", "--genes", "probe", "--allow-tcp", f"probe:{granted}")
-    listing = ok_here(root, "agent", "list")
+    ok_process(root, "agent", "create", "a", "--genes", "probe", "--allow-tcp", f"probe:{granted}")
+    listing = ok(root, "agent", "list")
     assert "CONTAINMENT" in listing and f"tcp probe:{granted}" in listing, listing
     spec = json.loads((root / ".rotifer" / "agents" / "a.json").read_text())
     assert spec["containment"]["allowTcp"] == {"probe": [granted]}, spec
     targets = {"granted": [granted, False], "other": [other, False]}
-    done = run(root, "agent", "run", "a", "--input", json.dumps(targets))
+    done = run_process(root, "agent", "run", "a", "--input", json.dumps(targets))
     assert done.returncode == 0, done
     assert "runs uncontained" not in done.stderr
     report = json.loads(done.stdout)

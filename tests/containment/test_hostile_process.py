@@ -35,7 +35,15 @@ from rotifer.genes.execute import express
 from rotifer.genes.gene import load_gene, register_gene
 from rotifer.genes.registry import Registry
 from rotifer.memory import DeniedMemory
-from tests.cli.helpers import add_gene, init_project, last_line, ok, refused, run, wrap
+from tests.cli.helpers import (
+    add_gene,
+    init_project,
+    last_line,
+    ok_process,
+    refused_process,
+    run_process,
+    wrap,
+)
 
 PTRACER = r'''
 import ctypes, errno, os
@@ -76,10 +84,10 @@ def test_ptrace_is_refused_unless_trusted(tmp_path: Path, sleeper: int, trust: b
     root = init_project(tmp_path / "proj")
     add_gene(root, "tracer", PTRACER, domain="other")
     wrap(root, "tracer")
-    ok(root, "agent", "create", "a", "--genes", "tracer",
+    ok_process(root, "agent", "create", "a", "--genes", "tracer",
        *(["--trust", "tracer"] if trust else []))
     value = json.dumps({"sleeper": sleeper, "parent": not trust})
-    done = run(root, "agent", "run", "a", "--input", value)
+    done = run_process(root, "agent", "run", "a", "--input", value)
     assert done.returncode == 0, done
     report = json.loads(done.stdout)
     if trust:
@@ -87,7 +95,7 @@ def test_ptrace_is_refused_unless_trusted(tmp_path: Path, sleeper: int, trust: b
         return
     # seccomp answers EPERM before Landlock's own ptrace scoping is asked.
     assert report == {"sleeper": "refused EPERM", "parent": "refused EPERM"}, report
-    ok(root, "agent", "audit", "verify", "a")
+    ok_process(root, "agent", "audit", "verify", "a")
 
 
 SPIN = {
@@ -150,8 +158,8 @@ def test_a_spinning_gene_through_agent_run_is_gene_failed(tmp_path: Path, kind: 
     file, code = SPIN[kind]
     add_gene(root, "spin", code, file=file)
     wrap(root, "spin")
-    ok(root, "agent", "create", "a", "--genes", "spin")
-    line = last_line(refused(root, "GENE_FAILED", "agent", "run", "a", "--input", "null"))
+    ok_process(root, "agent", "create", "a", "--genes", "spin")
+    line = last_line(refused_process(root, "GENE_FAILED", "agent", "run", "a", "--input", "null"))
     assert "gene 'spin'" in line and ("deadline" in line or "timed out" in line), line
     assert processes_in((root / "genes" / "spin").resolve()) == []
-    ok(root, "agent", "audit", "verify", "a")
+    ok_process(root, "agent", "audit", "verify", "a")

@@ -34,7 +34,7 @@ from rotifer.genes.contain.sandbox import CONTAINED, Grant
 from rotifer.genes.errors import GeneFailed, GeneUnavailable
 from rotifer.genes.execute import express
 from rotifer.memory import DeniedMemory
-from tests.cli.helpers import add_gene, init_project, ok, rotifer_command, run, wrap
+from tests.cli.helpers import add_gene, init_project, ok_process, rotifer_command, run_process, wrap
 from tests.containment.test_forkserver import ECHO, fresh_server, gene  # noqa: F401
 from tests.containment.test_hostile_process import SPIN, processes_in
 
@@ -129,7 +129,7 @@ def test_nothing_outlives_a_killed_rotifer(tmp_path: Path, kind: str, trust: boo
     file, code = SPIN[kind]
     add_gene(root, "spin", code, file=file)
     wrap(root, "spin")
-    ok(root, "agent", "create", "a", "--genes", "spin", *(["--trust", "spin"] if trust else []))
+    ok_process(root, "agent", "create", "a", "--genes", "spin", *(["--trust", "spin"] if trust else []))
     folder = (root / "genes" / "spin").resolve()
     proc = subprocess.Popen([*rotifer_command(), "agent", "run", "a", "--input", "null"],
                             cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -208,9 +208,9 @@ def test_allow_tcp_grants_a_port_and_nothing_more(tmp_path: Path, kind: str,
     with socket.create_server(("127.0.0.1", 0)) as granted, \
             socket.create_server(("127.0.0.1", 0)) as other:
         port = granted.getsockname()[1]
-        ok(root, "agent", "create", "a", "--genes", "net", "--allow-tcp", f"net:{port}",
+        ok_process(root, "agent", "create", "a", "--genes", "net", "--allow-tcp", f"net:{port}",
            *(["--trust", "net"] if trust else []))
-        done = run(root, "agent", "run", "a", "--input",
+        done = run_process(root, "agent", "run", "a", "--input",
                    json.dumps({"granted": port, "other": other.getsockname()[1]}))
     assert done.returncode == 0, done
     report: dict[str, str] = json.loads(done.stdout)

@@ -19,7 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.helpers import add_gene, init_project, last_line, ok, refused, run, wrap
+from tests.cli.helpers import (
+    add_gene,
+    init_project,
+    last_line,
+    ok_process,
+    refused_process,
+    run_process,
+    wrap,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -52,23 +60,23 @@ def test_a_gene_cannot_choose_what_later_runs(tmp_path: Path) -> None:
     add_gene(root, "twin", FORGER, file="index.ts", domain="two")
     wrap(root, "forger")
     wrap(root, "twin")
-    ok(root, "agent", "create", "c", "--genes", "forger")
-    ok(root, "agent", "create", "v", "--genes", "twin")
+    ok_process(root, "agent", "create", "c", "--genes", "forger")
+    ok_process(root, "agent", "create", "v", "--genes", "twin")
     cache = root / ".rotifer" / "cache" / "node"
     message = json.dumps({"mode": "message"})
-    assert json.loads(ok(root, "agent", "run", "c", "--input", "{}")) == "genuine"  # cached
-    line = last_line(refused(root, "GENE_FAILED", "agent", "run", "c", "--input", message))
+    assert json.loads(ok_process(root, "agent", "run", "c", "--input", "{}")) == "genuine"  # cached
+    line = last_line(refused_process(root, "GENE_FAILED", "agent", "run", "c", "--input", message))
     assert "gene 'forger' broke the bridge protocol" in line, line
-    assert json.loads(ok(root, "agent", "run", "v", "--input", "{}")) == "genuine"
-    assert json.loads(ok(root, "agent", "run", "c", "--input", "{}")) == "genuine"
+    assert json.loads(ok_process(root, "agent", "run", "v", "--input", "{}")) == "genuine"
+    assert json.loads(ok_process(root, "agent", "run", "c", "--input", "{}")) == "genuine"
     [kept] = cache.iterdir()
     assert "return \"genuine\"" in kept.read_text()  # rotifer's own output
     assert kept.stat().st_mode & 0o777 == 0o600
     # Trusted, the gene writes the cache file itself: the twin then runs its text.
-    ok(root, "agent", "create", "t", "--genes", "forger", "--trust", "forger")
+    ok_process(root, "agent", "create", "t", "--genes", "forger", "--trust", "forger")
     forged = json.dumps({"mode": "file", "cache": str(cache)})
-    assert json.loads(ok(root, "agent", "run", "t", "--input", forged)) == "genuine"
-    assert json.loads(ok(root, "agent", "run", "v", "--input", "{}")) == "forged"
+    assert json.loads(ok_process(root, "agent", "run", "t", "--input", forged)) == "genuine"
+    assert json.loads(ok_process(root, "agent", "run", "v", "--input", "{}")) == "forged"
 
 
 def test_a_damaged_cache_file_is_not_run(tmp_path: Path) -> None:
@@ -77,11 +85,11 @@ def test_a_damaged_cache_file_is_not_run(tmp_path: Path) -> None:
     add_gene(root, "inc", "export const express = (i: number): number => i + 1;\n",
              file="index.ts")
     wrap(root, "inc")
-    ok(root, "agent", "create", "a", "--genes", "inc")
-    assert ok(root, "agent", "run", "a", "--input", "1").strip() == "2"
+    ok_process(root, "agent", "create", "a", "--genes", "inc")
+    assert ok_process(root, "agent", "run", "a", "--input", "1").strip() == "2"
     [kept] = (root / ".rotifer" / "cache" / "node").iterdir()
     kept.write_text(kept.read_text().replace("i + 1", "i + 100"))
-    assert ok(root, "agent", "run", "a", "--input", "1").strip() == "2"
+    assert ok_process(root, "agent", "run", "a", "--input", "1").strip() == "2"
     assert "i + 100" not in kept.read_text()
-    done = run(root, "agent", "run", "a", "--input", "1")
+    done = run_process(root, "agent", "run", "a", "--input", "1")
     assert done.returncode == 0 and done.stdout.strip() == "2"

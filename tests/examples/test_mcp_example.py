@@ -18,7 +18,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client, StdioServerParameters
 
-from tests.cli.helpers import ok_here
+from tests.cli.helpers import ok
 from tests.mcp.helpers import make_agent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def test_each_pasted_configuration_starts_a_server(name: str, tmp_path: Path) ->
     server = json.loads((EXAMPLE / name).read_text())["mcpServers"]["rotifer-memory"]
     assert Path(server["command"]).name == "rotifer"
     root = make_agent(tmp_path).root  # its genes notes and planner, as the README's
-    ok_here(root, "agent", "create", "assistant", "--genes", "notes,planner")
+    ok(root, "agent", "create", "assistant", "--genes", "notes,planner")
     env = {k: v for k, v in os.environ.items() if k not in ("ROTIFER_PROJECT",
                                                           "ROTIFER_MEMORY_URL")}
     env.update({**server["env"], "ROTIFER_PROJECT": str(root), "ROTIFER_TELEMETRY": "0"})

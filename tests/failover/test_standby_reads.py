@@ -77,7 +77,14 @@ def test_the_cli_lists_from_a_standby_says_so_and_runs_genes_on_the_primary_only
     """``ROTIFER_MEMORY_URL`` asking for a standby: `agent memory list` reads it
     and says how far behind it is; `agent run` is refused (a gene must read what
     it wrote); the primary's URL runs it."""
-    from tests.cli.helpers import add_gene, init_project, ok, refused, run, wrap
+    from tests.cli.helpers import (
+        add_gene,
+        init_project,
+        ok_process,
+        refused_process,
+        run_process,
+        wrap,
+    )
 
     root = init_project(tmp_path / "proj")
     add_gene(root, "keeper", "def express(input, ctx):\n"
@@ -86,24 +93,24 @@ def test_the_cli_lists_from_a_standby_says_so_and_runs_genes_on_the_primary_only
     wrap(root, "keeper")
     primary = {"ROTIFER_MEMORY_URL": pair.url()}
     standby = {"ROTIFER_MEMORY_URL": pair.url(attrs="standby")}
-    ok(root, "agent", "create", "bot", "--genes", "keeper", env=primary)
-    ok(root, "agent", "run", "bot", "--input", "{}", env=primary)
+    ok_process(root, "agent", "create", "bot", "--genes", "keeper", env=primary)
+    ok_process(root, "agent", "run", "bot", "--input", "{}", env=primary)
     deadline = time.monotonic() + 30
     while True:
-        done = run(root, "agent", "memory", "list", "bot", env=standby)
+        done = run_process(root, "agent", "memory", "list", "bot", env=standby)
         if (done.returncode == 0 and "k " in done.stdout) or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     assert done.returncode == 0, done.stderr
     assert "CONTEXT" in done.stdout
     assert "note: reading a hot standby" in done.stderr
-    assert "note: reading a hot standby" not in run(
+    assert "note: reading a hot standby" not in run_process(
         root, "agent", "memory", "list", "bot", env=primary).stderr
     # The other read-only commands read the standby too.
-    assert "bot" in ok(root, "agent", "list", env=standby)
-    assert "keeper" in ok(root, "agent", "show", "bot", env=standby)
-    assert "write" in ok(root, "agent", "audit", "show", "bot", env=standby)
-    line = refused(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot", "--input", "{}",
+    assert "bot" in ok_process(root, "agent", "list", env=standby)
+    assert "keeper" in ok_process(root, "agent", "show", "bot", env=standby)
+    assert "write" in ok_process(root, "agent", "audit", "show", "bot", env=standby)
+    line = refused_process(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot", "--input", "{}",
                    env=standby)
     assert "read-only standby" in line and "genes run on the primary only" in line
 

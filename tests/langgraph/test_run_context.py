@@ -16,7 +16,7 @@ from langgraph.graph import START, StateGraph
 from rotifer.langgraph import RotiferStore
 from rotifer.memory import MemoryStore
 from rotifer.memory.audit.verify import verify_agent
-from tests.cli.helpers import add_gene, init_project, ok_here, wrap
+from tests.cli.helpers import add_gene, init_project, ok, wrap
 from tests.cli.test_memory_cli import MEMO
 
 
@@ -50,7 +50,7 @@ def test_audit_lines_name_thread_and_run(tmp_path: Path) -> None:
     root = init_project(tmp_path / "proj")
     add_gene(root, "memo", MEMO, domain="memo")
     gene = wrap(root, "memo")
-    ok_here(root, "agent", "create", "bot", "--genes", "memo")
+    ok(root, "agent", "create", "bot", "--genes", "memo")
     memory = MemoryStore.open(root / ".rotifer")
     try:
         store = RotiferStore.for_gene(memory, "bot", gene, "memo")
@@ -72,7 +72,7 @@ def test_audit_lines_name_thread_and_run(tmp_path: Path) -> None:
         assert verify_agent(memory, "bot").ok
     finally:
         memory.close()
-    shown = ok_here(root, "agent", "audit", "show", "bot", "--key", "langgraph/notes/async3")
+    shown = ok(root, "agent", "audit", "show", "bot", "--key", "langgraph/notes/async3")
     assert "thread t-b run " in shown
 
 

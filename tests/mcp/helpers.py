@@ -14,7 +14,7 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from tests.cli.helpers import add_gene, clean_env, init_project, ok_here, rotifer_command, wrap
+from tests.cli.helpers import add_gene, clean_env, init_project, ok, rotifer_command, wrap
 
 GENE = "def express(input, ctx):\n    return input\n"
 AGENT = "bot"
@@ -38,7 +38,7 @@ def make_agent(tmp_path: Path, quota: str = "4KB", url: str | None = None) -> Ag
         ids[name] = wrap(root, name)
     add_gene(root, "outsider", GENE + "# outsider\n", domain="assistant")
     ids["outsider"] = wrap(root, "outsider")
-    ok_here(root, "agent", "create", AGENT, "--genes", "notes,planner", "--memory-quota", quota)
+    ok(root, "agent", "create", AGENT, "--genes", "notes,planner", "--memory-quota", quota)
     return Agent(root, ids)
 
 

@@ -236,12 +236,12 @@ def test_a_gene_the_agent_does_not_run_is_refused_at_start(agent: Agent) -> None
 
 
 def test_a_memory_gone_under_the_server_is_a_tool_error_not_a_crash(agent: Agent) -> None:
-    from tests.cli.helpers import ok_here
+    from tests.cli.helpers import ok
 
     async def session() -> None:
         async with stdio(agent.root, AGENT, "--as", "notes") as client:
             assert not (await call(client, "memory_write", {"key": "k", "value": "v"})).error
-            ok_here(agent.root, "agent", "delete", AGENT, "--memory-only", "--yes")
+            ok(agent.root, "agent", "delete", AGENT, "--memory-only", "--yes")
             for tool, args in [("memory_write", {"key": "k", "value": "v"}),
                                ("memory_delete", {"key": "k"}),
                                ("memory_usage", {})]:

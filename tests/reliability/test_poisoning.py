@@ -17,7 +17,7 @@ import pytest
 
 from rotifer.memory import AgentMemoryError, DataPolicy, ErrorCode, ManualClock, MemoryStore
 from rotifer.memory.views.untrusted import untrusted_retention, write_untrusted
-from tests.cli.helpers import init_project, ok, refused
+from tests.cli.helpers import init_project, ok_process, refused_process
 from tests.genes.helpers import FORMATTER
 from tests.memory.conftest import StoreFactory
 
@@ -168,20 +168,20 @@ def test_cli_removes_a_poisoned_preference(tmp_path: Path) -> None:
         "name": "fmt", "domain": "formatter", "version": "1.0.0", "fidelity": "Wrapped",
         "inputSchema": {}, "outputSchema": {}}))
     (gene / "gene.py").write_text(FORMATTER)
-    ok(proj, "wrap", "fmt")
-    ok(proj, "agent", "create", "bot", "--genes", "fmt")
-    poisoned = json.loads(ok(proj, "agent", "run", "bot", "--input",
+    ok_process(proj, "wrap", "fmt")
+    ok_process(proj, "agent", "create", "bot", "--genes", "fmt")
+    poisoned = json.loads(ok_process(proj, "agent", "run", "bot", "--input",
                              json.dumps({"code": "x", "indent": 40})))
     assert poisoned["indent"] == 40
-    assert json.loads(ok(proj, "agent", "run", "bot", "--input", '{"code": "x"}'))["indent"] == 40
-    listed = json.loads(ok(proj, "agent", "memory", "list", "bot", "--json"))
+    assert json.loads(ok_process(proj, "agent", "run", "bot", "--input", '{"code": "x"}'))["indent"] == 40
+    listed = json.loads(ok_process(proj, "agent", "memory", "list", "bot", "--json"))
     assert [e["key"] for e in listed["entries"]] == ["formatter/indent"]
-    out = ok(proj, "agent", "memory", "delete", "bot", "--key", "formatter/indent")
+    out = ok_process(proj, "agent", "memory", "delete", "bot", "--key", "formatter/indent")
     assert "1" in out
-    listed = json.loads(ok(proj, "agent", "memory", "list", "bot", "--json"))
+    listed = json.loads(ok_process(proj, "agent", "memory", "list", "bot", "--json"))
     assert listed["entries"] == []
-    assert json.loads(ok(proj, "agent", "run", "bot", "--input", '{"code": "x"}'))["indent"] == 2
-    refused(proj, "MEMORY_NOT_FOUND", "agent", "memory", "delete", "bot", "--key",
+    assert json.loads(ok_process(proj, "agent", "run", "bot", "--input", '{"code": "x"}'))["indent"] == 2
+    refused_process(proj, "MEMORY_NOT_FOUND", "agent", "memory", "delete", "bot", "--key",
             "formatter/indent")
     lines = audit_lines(proj / ".rotifer")
     removal = [x for x in lines if x["action"] == "deployer_delete"]
