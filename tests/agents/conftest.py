@@ -5,14 +5,11 @@ The ``project`` fixture and the environment cleaning are in tests/conftest.py
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rotifer.agents.project import Project
+from tests.auditing import audit_lines as read_audit_lines
 
 
 def audit_lines(project: Project) -> list[dict[str, Any]]:
-    path = project.dot / "audit.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return read_audit_lines(project.dot)

@@ -37,6 +37,7 @@ from click.testing import CliRunner
 
 from rotifer.cli.main import run as cli_run
 from rotifer.memory import MemoryStore
+from tests.auditing import audit_lines
 from tests.genes.helpers import write_gene, write_wat_gene
 
 #: What the last stderr line of every refusal looks like.
@@ -160,8 +161,8 @@ def wrap(root: Path, name: str) -> str:
 
 
 def audit(root: Path) -> list[dict[str, Any]]:
-    path = root / ".rotifer" / "audit.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The audit lines of the project at ROOT."""
+    return audit_lines(root / ".rotifer")
 
 
 def spec_path(root: Path, name: str) -> Path:

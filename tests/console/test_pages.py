@@ -16,6 +16,7 @@ from rotifer.agents.project import Project
 from rotifer.console import chart
 from rotifer.console.app import key_ref
 from rotifer.memory import Category
+from tests.auditing import audit_lines
 from tests.console.helpers import Served, fill_history, make_project
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,8 +47,7 @@ def confirmed(served: Served, body: str) -> tuple[str, str]:
 
 
 def audit(project: Project, agent: str = "ag") -> list[dict[str, object]]:
-    lines = [json.loads(x) for x in (project.dot / "audit.jsonl").read_text().splitlines()]
-    return [x for x in lines if x["agent"] == agent]
+    return [x for x in audit_lines(project.dot) if x["agent"] == agent]
 
 
 def test_overview_agent_page_marks_and_filters(served: Served) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.auditing import audit_lines as read_audit_lines
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "formatter" / "demo.sh"
 
@@ -32,8 +34,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.Com
 
 
 def audit_lines(project: Path) -> list[dict[str, Any]]:
-    path = project / ".rotifer" / "audit.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return read_audit_lines(project / ".rotifer")
 
 
 def test_demo_runs_the_formatter_example_end_to_end(

@@ -14,8 +14,9 @@ from langgraph.store.base import Op, Result
 from rotifer.langgraph import RotiferStore
 from rotifer.langgraph.store import Failed
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
+from tests.auditing import audit_lines
 from tests.memory.conftest import StoreFactory
-from tests.memory.helpers import audit_lines, gene_id
+from tests.memory.helpers import gene_id
 
 GENE_A, GENE_B = gene_id("gather-a"), gene_id("gather-b")
 PRIVATE = {"category": "CONTEXT", "accessPolicy": {

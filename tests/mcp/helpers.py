@@ -15,6 +15,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 
 from tests.cli.helpers import add_gene, clean_env, init_project, ok, rotifer_command, wrap
+from tests.cli.helpers import audit as audit  # the MCP tests read the log as the CLI tests do
 
 GENE = "def express(input, ctx):\n    return input\n"
 AGENT = "bot"
@@ -75,11 +76,6 @@ def refused(answer: Answer, code: str) -> str:
     assert answer.text.startswith(f"{code}: "), answer.text
     assert answer.body["error"]["code"] == code
     return answer.text
-
-
-def audit(root: Path) -> list[dict[str, Any]]:
-    path = root / ".rotifer" / "audit.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 URL_LINE = re.compile(r"^URL: (http://\S+)$", re.MULTILINE)

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode
 from rotifer.memory.model import EVICTION_ORDER
+from tests.auditing import audit_lines
 
 
 def gene_id(name: str) -> str:
@@ -24,13 +23,6 @@ def code_of(fn: Callable[[], object]) -> ErrorCode:
     with pytest.raises(AgentMemoryError) as info:
         fn()
     return info.value.code
-
-
-def audit_lines(rotifer_dir: Path) -> list[dict[str, Any]]:
-    path = rotifer_dir / "audit.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def actions(rotifer_dir: Path) -> list[tuple[str, str | None]]:

@@ -31,6 +31,7 @@ from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent
 from rotifer.genes.errors import InvalidInput
 from rotifer.memory import AgentMemoryError, entry_id
+from tests.auditing import audit_lines
 from tests.genes.helpers import write_gene
 
 HERE = Path(__file__).parent
@@ -117,8 +118,7 @@ class Scene:
         return gene.v2_id
 
     def audit(self) -> list[dict[str, Any]]:
-        path = self.project.dot / "audit.jsonl"
-        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        return audit_lines(self.project.dot)
 
     def run(self, gene: str, op: str, req: Any) -> Outcome:
         self.agents.set_genes(AGENT, [gene])

@@ -35,13 +35,6 @@ def gene_id(name: str) -> str:
     return "v2:" + hashlib.sha256(name.encode()).hexdigest()
 
 
-def audit_lines(rotifer_dir: Path) -> list[dict[str, Any]]:
-    path = rotifer_dir / "audit.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 @pytest.fixture
 def rotifer_dir(tmp_path: Path) -> Path:
     return tmp_path / ".rotifer"

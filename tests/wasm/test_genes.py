@@ -12,8 +12,9 @@ import wasmtime
 from rotifer.genes.errors import GeneFailed, GeneRejected
 from rotifer.genes.wasm import GeneInstance, Limits, prepare, run_wasm_gene
 from rotifer.memory import DeniedMemory, MemoryStore
+from tests.auditing import audit_lines
 
-from .conftest import AGENT, audit_lines, gene, gene_id
+from .conftest import AGENT, gene, gene_id
 
 FORMATTER = gene_id("formatter")
 

@@ -17,6 +17,7 @@ import wasmtime
 
 from rotifer.genes.wasm import GeneInstance
 from rotifer.memory import DeniedMemory, MemoryStore
+from tests.auditing import audit_lines
 
 from .conftest import (
     AGENT,
@@ -25,7 +26,6 @@ from .conftest import (
     ROOMY,
     SENTINEL,
     Harness,
-    audit_lines,
     gene_id,
     open_harness,
 )

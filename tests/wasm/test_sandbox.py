@@ -17,8 +17,9 @@ from rotifer.genes.errors import GeneFailed, GeneRejected
 from rotifer.genes.wasm import GeneInstance, Limits, prepare, run_wasm_gene
 from rotifer.genes.wasm.limits import DEFAULT_DEADLINE_S, DEFAULT_FUEL
 from rotifer.memory import DeniedMemory, MemoryStore
+from tests.auditing import audit_lines
 
-from .conftest import AGENT, ROOMY, audit_lines, gene, gene_id, open_harness
+from .conftest import AGENT, ROOMY, gene, gene_id, open_harness
 
 
 def wat(tmp_path: Path, text: str, name: str = "gene.wat") -> Path:
