@@ -115,7 +115,7 @@ def paced(project: Project, settings: Settings, pause_s: float) -> dict[str, flo
         }
         wall: dict[str, list[float]] = {name: [] for name in ops}
         cpu: dict[str, list[float]] = {name: [] for name in ops}
-        for _ in range(settings.rounds * settings.iters // 4):
+        for _ in range(max(1, settings.rounds * settings.iters // 4)):
             for name, op in ops.items():
                 time.sleep(pause_s)
                 used, start = time.process_time(), time.perf_counter()
