@@ -215,10 +215,14 @@ def test_the_mcp_table(tmp_path: Path) -> None:
 
     table = mcp.run(tmp_path, Settings(rounds=1, iters=1))
     rows = table_rows(table)
-    assert rows[0][:4] == ["call", "in process (µs)", "empty tool over stdio (µs)",
-                           "tool over stdio (µs)"]
-    assert [r[0] for r in rows[2:]] == ["memory_read", "memory_write"]
-    assert all(r[4].endswith("×") and r[7] in {"met", "**missed**"} for r in rows[2:])
+    assert rows[0][:6] == ["call", "measured", "in process: back to back / after a pause (µs)",
+                           "empty tool (µs)", "same result, no call (µs)", "tool (µs)"]
+    kinds = ["wall clock", "CPU, both processes", "CPU, in-memory transport"]
+    assert [r[:2] for r in rows[2:]] == [[call, kind] for call in ("memory_read", "memory_write")
+                                         for kind in kinds]
+    assert all(" / " in r[2] and r[6].endswith("×") and r[7].endswith("×")
+               and r[9] in {"met", "**missed**", "noise"} for r in rows[2:])
+    assert "text content only" in table and "Load average" in table
 
 
 def test_the_startup_table_puts_every_command_beside_its_floor(tmp_path: Path) -> None:

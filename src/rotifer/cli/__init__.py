@@ -6,6 +6,8 @@
 - :mod:`rotifer.cli.agent`    -- ``agent create | list | run | update-genes`` and
   ``agent memory list | delete``
 - :mod:`rotifer.cli.transfer` -- ``agent move | export | import``
+- :mod:`rotifer.cli.importing` -- what ``agent import`` does (the spec and the
+  history an export carries)
 - :mod:`rotifer.cli.delete`   -- ``agent delete``
 - :mod:`rotifer.cli.lazy`     -- the groups' subcommands, imported when named
 - :mod:`rotifer.cli.common`   -- what the commands share (finding the project,

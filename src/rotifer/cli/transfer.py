@@ -13,11 +13,9 @@ docs/backends.md ("Moving an agent") for the guarantees.
 * ``agent export NAME FILE [--keep-cache] [--force]`` writes a copy of the memory to
   FILE, which must not exist (``--force`` replaces it).
 * ``agent import FILE [--memory-quota SIZE]`` loads FILE into the store of the
-  agent it names.  An agent this project lacks is made from the spec the file
-  carries (an export writes it), once each of its genes is here with the same
-  v2 id (copy and wrap the genes first); a file without a spec (an older
-  rotifer's) needs ``.rotifer/agents/NAME.json`` copied.  Its store must not
-  hold a memory for it yet: an import never merges.
+  agent it names (:mod:`.importing`: the agent made from the spec the file
+  carries, the history it carries).  Its store must not hold a memory for it
+  yet: an import never merges.
 
 Every command needs the agent's spec in the project (AGENT_NOT_FOUND otherwise).
 """
@@ -233,120 +231,6 @@ def _history(store: MemoryStore, name: str) -> list[dict[str, Any]] | None:
     return None if len(newest) > HISTORY_LINES else newest[::-1]
 
 
-def _carry_history(store: MemoryStore, name: str, file: Path) -> None:
-    """Append the history the export carries to this project's log, before the
-    import's own lines, when the log holds none of the agent's lines yet (an
-    import into another project): ``audit show`` then starts at seq 1.  The
-    lines are the agent's own (checked when the file was read), re-chained."""
-    from rotifer.memory.audit.history import audit_history
-    from rotifer.memory.transfer.document import open_document
-
-    if any(True for _ in audit_history(store, name, limit=1)):
-        return  # this log has the agent's history already
-    with open_document(file) as doc:
-        history = doc.head.get("history")
-    if isinstance(history, list) and history:
-        store.audit.write([{k: v for k, v in line.items() if k != "prev"}
-                           for line in history if isinstance(line, dict)
-                           and line.get("agent") == name])
-
-
-def _spec_from_file(project: Project, name: str, carried: object, file: Path) -> None:
-    """Create agent ``name``'s spec in this project from the one the export
-    carries, once every gene it names is here with the same v2 id (genes are
-    checked by id: a same-named gene with other code would get the memory)."""
-    from rotifer.agents.genome import AgentSpec, check_composition
-
-    if not isinstance(carried, dict):
-        raise RotiferError(
-            f"no agent '{name}' in {project.root}, and {file} carries no spec (an export of "
-            f"an older rotifer): copy .rotifer/agents/{name}.json and its genes into this "
-            "project, then import", code="AGENT_NOT_FOUND")
-    genes, ids = carried.get("genes"), carried.get("geneIds")
-    if not isinstance(genes, list) or not all(isinstance(g, str) for g in genes) \
-            or not isinstance(ids, dict):
-        raise AgentMemoryError(ErrorCode.INVALID_INPUT, f"{file}: its 'spec' is not an agent "
-                               "spec (genes, geneIds)")
-    for gene in dict.fromkeys(genes):
-        want = ids.get(gene)
-        try:
-            have = project.load_gene(gene).v2_id
-        except RotiferError as exc:
-            raise RotiferError(f"agent '{name}' needs gene '{gene}', which this project cannot "
-                               f"load ({exc.code}): copy genes/{gene} from the exporting "
-                               f"project and `rotifer wrap {gene}`, then import",
-                               code=exc.code) from None
-        if want is None or have != want:
-            raise RotiferError(
-                f"gene '{gene}' here is not the one agent '{name}' was exported with "
-                f"({'its id ' + str(want)[:15] + '…' if want else 'no id there'}, "
-                f"{'here ' + have[:15] + '…' if have else 'not wrapped here'}): copy "
-                f"genes/{gene} from the exporting project and `rotifer wrap {gene}`",
-                code="INVALID_GENE")
-    composition = check_composition(carried.get("composition", "seq"), list(genes))
-    from rotifer.agents import containment
-
-    grants = containment.parse(carried.get("containment"), genes, f"{file}: spec")
-    created = carried.get("createdAt")
-    agents = Agents(project)
-    agents.check_loads(list(genes), grants)
-    agents.write_new(AgentSpec(name=name, genes=list(genes), composition=composition,
-                               memory_url=project.memory_url(name),
-                               created_at=created if isinstance(created, str) else None,
-                               containment=grants))
-
-
-def do_import(project: Project, file: Path, *, quota: str | None = None,
-              quiet: bool = False) -> list[str]:
-    """Load ``file`` into the store of the agent it names; the lines to print.
-    An agent this project lacks is made from the spec the export carries
-    (its genes must be here with the same v2 ids: see :func:`_spec_from_file`)."""
-    from rotifer.memory.transfer.document import open_document
-
-    file = file.absolute()
-    with open_document(file) as doc:  # reads the head only, when rotifer wrote the file
-        name = doc.head.get("agent")
-        carried = doc.head.get("spec")
-    if not isinstance(name, str) or not name:
-        raise AgentMemoryError(ErrorCode.INVALID_INPUT, f"{file} names no agent")
-    agents = Agents(project)
-    quota_bytes = _quota(quota)
-    made = False
-    if not agents.exists(name):
-        # The export carries the spec: the agent is made here from it (its genes
-        # checked by id); the spec is removed again if the import fails.
-        _spec_from_file(project, name, carried, file)
-        made = True
-    try:
-        return _import_into(project, name, file, quota_bytes, quiet, carry=made)
-    except BaseException:
-        if made:
-            agents.spec_path(name).unlink(missing_ok=True)
-        raise
-
-
-def _import_into(project: Project, name: str, file: Path, quota_bytes: int | None,
-                 quiet: bool, carry: bool) -> list[str]:
-    from rotifer.memory.transfer import import_agent
-
-    with project.open_store(name) as store:
-        if store.has_agent(name):
-            from rotifer.memory.transfer import describe
-
-            raise AgentMemoryError(
-                ErrorCode.INVALID_INPUT,
-                f"agent '{name}' already has a memory in {describe(store)}, and an import "
-                f"never merges; nothing was imported. To replace it: `rotifer agent export "
-                f"{name} FILE` keeps a copy, `rotifer agent delete {name} --memory-only` "
-                "removes it (the spec stays); then import again")
-        if carry:
-            _carry_history(store, name, file)
-        report = import_agent(store, file, quota_bytes=quota_bytes,
-                              progress=progress_bar("importing", quiet=quiet))
-    return [_summary("Imported", report) + f" into {report.destination}",
-            f"Checksum (sha256): {report.sha256}"]
-
-
 # -- click commands -------------------------------------------------------------
 
 QUOTA_HELP = "the agent's memory quota at the destination (e.g. 50MB; default: unchanged)"
@@ -419,6 +303,8 @@ def import_command(ctx: click.Context, file: Path, quota: str | None, quiet: boo
         rotifer agent delete fmt --memory-only --yes
         rotifer agent import fmt-memory.json --memory-quota 20MB
     """
+    from .importing import do_import
+
     _echo(do_import(project_of(ctx), file, quota=quota, quiet=quiet))
 
 
@@ -431,4 +317,4 @@ def register(agent_group: click.Group) -> None:
         agent_group.add_command(command)
 
 
-__all__ = ["do_export", "do_import", "do_move", "normalize_url", "register"]
+__all__ = ["do_export", "do_move", "normalize_url", "register"]

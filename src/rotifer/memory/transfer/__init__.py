@@ -21,8 +21,9 @@ retention policies, plus what the rules need beyond the seed's fields (the
 creator's domain for SAME_DOMAIN, the write-order number for ties, the expiry
 time).  The entryId is the same, because the agent id is.
 
-Every side audits (actor ``deployer``), in the audit log of the store it
-happens in: ``export`` on the source; on the destination one ``import_agent``
+Every side audits (actor ``deployer``), in the audit log of the store's
+``MemoryStore`` (the project that runs the command; for a move, the source's at
+both ends): ``export`` on the source; on the destination one ``import_agent``
 line and one ``import`` line per entry (``via`` says ``file`` or ``move``);
 for a move, on the source one ``move`` line, one ``move_out`` line per carried
 entry and one ``move_drop`` line per CACHE entry left behind.  As everywhere,

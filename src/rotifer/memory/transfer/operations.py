@@ -257,10 +257,14 @@ def verify(tx: Transaction, record: AgentRecord, expected: EntrySet) -> None:
 
 def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
          tail: Callable[[], Mapping[str, Any]], origin: str, via: str,
-         progress: Progress | None = None, doc: Document | None = None) -> AgentRecord:
+         progress: Progress | None = None, doc: Document | None = None,
+         history: list[dict[str, Any]] | None = None) -> AgentRecord:
     """Create the agent and its entries in one transaction, checked as they
     stream in, verified and audited before it commits.  ``tail()`` gives the
-    document's closing fields once the entries are exhausted."""
+    document's closing fields once the entries are exhausted.  ``history``: the
+    agent's earlier audit lines (carried by an export into another project's
+    log), appended just before the import's own lines -- after every check and
+    the verification, so an import refused on the way leaves none of them."""
     agent_id = checker.agent_id
     # A new memory of the agent: a new epoch, whose numbers continue the old one's.
     change = Change(agent_id, 0, DEPLOYER, epoch=new_epoch())
@@ -292,6 +296,8 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
                                        epoch=change.epoch)
             tx.update_agent(agent_id, record.used_bytes, record.next_seq, record.last_us, "")
             verify(tx, record, checker.entries)
+            if history:
+                store.audit.write(history)
             # previousEpoch: the memory whose history this one continues (audit.lineage).
             head = line(now, agent_id, IMPORT_AGENT, nbytes=record.used_bytes,
                         entries=checker.entries.count, sha256=checker.checksum.hexdigest(),
@@ -316,7 +322,8 @@ def _chain(first: list[dict[str, Any]], rest: Iterable[dict[str, Any]]
 
 def import_agent(store: MemoryStore, export: Mapping[str, Any] | Path, *,
                  quota_bytes: int | None = None, source: str | None = None,
-                 progress: Progress | None = None) -> TransferReport:
+                 progress: Progress | None = None,
+                 history: list[dict[str, Any]] | None = None) -> TransferReport:
     """Create the agent in ``store`` from an export (a file path, or a document).
 
     All or nothing, in one write transaction: every entry is checked as it is
@@ -324,7 +331,9 @@ def import_agent(store: MemoryStore, export: Mapping[str, Any] | Path, *,
     agent is read back and verified before the commit; a failure anywhere
     rolls everything back.  The agent must not have a memory in ``store`` yet
     (MEMORY_INVALID_INPUT otherwise); an import never merges.  The file is
-    left where it is.
+    left where it is.  ``history`` (audit lines, oldest first) goes into the
+    log just before the import's own lines, once everything was checked (see
+    :func:`fill`).
     """
     if isinstance(export, Path):
         with open_document(export) as doc:
@@ -332,12 +341,14 @@ def import_agent(store: MemoryStore, export: Mapping[str, Any] | Path, *,
             origin = source or f"file:{export}"
             if progress is not None:
                 progress.start(None, doc.size)
-            fill(store, checker, doc.entries, lambda: doc.tail, origin, "file", progress, doc)
+            fill(store, checker, doc.entries, lambda: doc.tail, origin, "file", progress, doc,
+                 history)
     else:
         doc = from_mapping(export)
         checker = ExportChecker(doc.head, quota_bytes=quota_bytes)
         origin = source or str(doc.head.get("source"))
-        fill(store, checker, doc.entries, lambda: doc.tail, origin, "file", progress)
+        fill(store, checker, doc.entries, lambda: doc.tail, origin, "file", progress,
+             history=history)
     if progress is not None:
         progress.finish()
     return TransferReport(
