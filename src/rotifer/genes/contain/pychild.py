@@ -248,7 +248,8 @@ def main(in_fd: int, out_fd: int) -> None:
     gene = start["gene"]
     source = _Source(gene["name"], start["code"].encode(),
                      Path(start["codeFile"]))
-    info = GeneInfo(gene["name"], gene["domain"], gene["version"], gene["v2Id"])
+    info = GeneInfo(name=gene["name"], domain=gene["domain"], version=gene["version"],
+                    v2_id=gene["v2Id"])
 
     def log(name: str, line: str) -> None:
         pipe.send({"type": "log", "line": line})
