@@ -5,14 +5,12 @@ The ``project`` fixture and the environment cleaning are in tests/conftest.py
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rotifer.agents.project import Project
+from tests.audit_reading import audit_lines as _audit_lines
 
 
 def audit_lines(project: Project) -> list[dict[str, Any]]:
-    path = project.dot / "audit.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """The project's audit log, line by line (tests/audit_reading.py)."""
+    return _audit_lines(project.dot)

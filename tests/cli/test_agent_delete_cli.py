@@ -23,11 +23,15 @@ from .helpers import (
     audit,
     clean_env,
     last_line,
-    ok,
-    refused,
     rotifer_command,
     spec_path,
     store_agents,
+)
+from .helpers import (
+    ok_here as ok,
+)
+from .helpers import (
+    refused_here as refused,
 )
 from .test_transfer_cli import KEYS, WRITES, make_project
 

@@ -22,12 +22,16 @@ from .helpers import (
     clean_env,
     init_project,
     last_line,
-    ok,
-    refused,
     rotifer_command,
     run,
     spec_path,
     wrap,
+)
+from .helpers import (
+    ok_here as ok,
+)
+from .helpers import (
+    refused_here as refused,
 )
 
 

@@ -2,7 +2,8 @@
 (``'esc\\x1b[31m'``) or input (``\\ud800``) is not escaped a second time; a
 key ``agent memory list`` shows escaped is what ``agent memory delete --key``
 (and ``agent audit show --key``) take back; and long keys are cut in the
-human tables, never in ``--json``.  Real subprocesses."""
+human tables, never in ``--json``.  In process (helpers.run_here): only the
+text of stdout and stderr is read."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from .helpers import add_gene, init_project, last_line, ok, refused, wrap
+from .helpers import add_gene, init_project, last_line, wrap
+from .helpers import ok_here as ok
+from .helpers import refused_here as refused
 from .test_escaping_cli import EVIL_GENE  # writes input["keys"] as CACHE entries
 
 #: Keys whose listing differs from the key: controls, a bidi override, a

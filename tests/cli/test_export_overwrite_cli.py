@@ -1,6 +1,6 @@
 """``agent export`` never replaces a file silently: an existing FILE is refused
 (nothing written, no audit line) unless ``--force`` is given.  And ``audit
-verify`` counts in English ("1 entry").  Real subprocesses."""
+verify`` counts in English ("1 entry").  In process (helpers.run_here)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import audit, last_line, ok, refused
+from .helpers import audit, last_line, refused
+from .helpers import ok_here as ok
 from .test_transfer_cli import make_project
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import init_project, ok, ok_here, refused_here, run, run_here
+from .helpers import init_project, ok_here, refused_here, run_here
 
 
 def test_init_prints_next_steps_and_ignores_its_state(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_new_gene_wraps_tests_and_runs_at_once(tmp_path: Path, kind: str) -> Non
 
 @pytest.mark.parametrize("args", [[], ["agent"], ["agent", "memory"]])
 def test_bare_group_prints_its_help(tmp_path: Path, args: list[str]) -> None:
-    done = run(tmp_path, *args)
+    done = run_here(tmp_path, *args)
     assert done.returncode == 2, done  # click's convention for a group without command
     assert "USAGE_ERROR" not in done.stderr
     assert "Usage: rotifer" in done.stderr and "\nCommands:\n" in done.stderr
@@ -76,7 +76,7 @@ def test_bare_group_prints_its_help(tmp_path: Path, args: list[str]) -> None:
 def test_wrap_takes_the_gene_folder_as_a_path(tmp_path: Path) -> None:
     root = init_project(tmp_path / "p")
     ok_here(root, "new", "gene", "greeter")
-    out = ok(root, "wrap", "genes/greeter/")
+    out = ok_here(root, "wrap", "genes/greeter/")
     assert "Wrapped gene 'greeter'" in out
     assert "Wrapped gene 'greeter'" in ok_here(root / "genes", "wrap", "./greeter")
     err = refused_here(root, "INVALID_GENE", "wrap", str(tmp_path))

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.helpers import add_gene, init_project, ok, refused, run, v2_of
+from tests.cli.helpers import add_gene, init_project, v2_of
+from tests.cli.helpers import ok_here as ok
+from tests.cli.helpers import refused_here as refused
+from tests.cli.helpers import run_here as run
 from tests.wasm.conftest import BuiltGenes
 
 #: A WAT express gene that logs at each level and echoes its input.

@@ -14,6 +14,7 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
+from tests.audit_reading import project_audit as audit  # noqa: F401 - its tests import it from here
 from tests.cli.helpers import add_gene, clean_env, init_project, ok_here, rotifer_command, wrap
 
 GENE = "def express(input, ctx):\n    return input\n"
@@ -75,11 +76,6 @@ def refused(answer: Answer, code: str) -> str:
     assert answer.text.startswith(f"{code}: "), answer.text
     assert answer.body["error"]["code"] == code
     return answer.text
-
-
-def audit(root: Path) -> list[dict[str, Any]]:
-    path = root / ".rotifer" / "audit.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 URL_LINE = re.compile(r"^URL: (http://\S+)$", re.MULTILINE)

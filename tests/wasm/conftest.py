@@ -18,6 +18,7 @@ import wasmtime
 from rotifer.genes.wasm import GeneInstance, Limits, prepare, rawcall
 from rotifer.genes.wasm.engine import wasmtime_version
 from rotifer.memory import GeneMemoryAccess, MemoryStore
+from tests.audit_reading import audit_lines as audit_lines
 
 GENES = Path(__file__).parent / "genes"
 AGENT = "agent"
@@ -33,13 +34,6 @@ def gene(name: str) -> Path:
 
 def gene_id(name: str) -> str:
     return "v2:" + hashlib.sha256(name.encode()).hexdigest()
-
-
-def audit_lines(rotifer_dir: Path) -> list[dict[str, Any]]:
-    path = rotifer_dir / "audit.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture
