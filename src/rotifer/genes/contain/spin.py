@@ -23,8 +23,9 @@ not work as the rule: while neither side spins each also waits for the
 other's wake-up, the waits look long, and neither ever starts.)  The core is
 not given up between tries: ``sched_yield`` hands it to any runnable process
 for its whole time slice, and beside CPU-bound processes that made the writes
-twice as slow as no spin at all (this one costs little there).  Past the spin the caller sleeps in ``poll`` as before, bounded by
-its deadline; a signal meanwhile is handled as anywhere in Python code.
+twice as slow as no spin at all (this one costs little there).  Past the
+spin the caller sleeps in ``poll`` as before, bounded by its deadline; a
+signal meanwhile is handled as anywhere in Python code.
 """
 
 from __future__ import annotations
