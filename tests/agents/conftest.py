@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from rotifer.agents.project import Project
-from tests.auditing import audit_lines as read_audit_lines
+from tests.audit_reading import audit_lines as _audit_lines
 
 
 def audit_lines(project: Project) -> list[dict[str, Any]]:
-    return read_audit_lines(project.dot)
+    """The project's audit log, line by line (tests/audit_reading.py)."""
+    return _audit_lines(project.dot)

@@ -37,7 +37,7 @@ from click.testing import CliRunner
 
 from rotifer.cli.main import run as cli_run
 from rotifer.memory import MemoryStore
-from tests.auditing import audit_lines
+from tests.audit_reading import project_audit as audit
 from tests.genes.helpers import write_gene, write_wat_gene
 
 #: What the last stderr line of every refusal looks like.
@@ -158,11 +158,6 @@ def v2_of(stdout: str) -> str:
 def wrap(root: Path, name: str) -> str:
     """``rotifer wrap NAME``; the v2 id it printed."""
     return v2_of(ok(root, "wrap", name))
-
-
-def audit(root: Path) -> list[dict[str, Any]]:
-    """The audit lines of the project at ROOT."""
-    return audit_lines(root / ".rotifer")
 
 
 def spec_path(root: Path, name: str) -> Path:

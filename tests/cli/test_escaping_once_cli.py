@@ -2,7 +2,8 @@
 (``'esc\\x1b[31m'``) or input (``\\ud800``) is not escaped a second time; a
 key ``agent memory list`` shows escaped is what ``agent memory delete --key``
 (and ``agent audit show --key``) take back; and long keys are cut in the
-human tables, never in ``--json``.  Real subprocesses."""
+human tables, never in ``--json``.  In process (helpers.run): only the
+text of stdout and stderr is read."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``agent export`` never replaces a file silently: an existing FILE is refused
 (nothing written, no audit line) unless ``--force`` is given.  And ``audit
-verify`` counts in English ("1 entry").  Real subprocesses."""
+verify`` counts in English ("1 entry").  In process (helpers.run)."""
 
 from __future__ import annotations
 

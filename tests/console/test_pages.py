@@ -16,7 +16,7 @@ from rotifer.agents.project import Project
 from rotifer.console import chart
 from rotifer.console.app import key_ref
 from rotifer.memory import Category
-from tests.auditing import audit_lines
+from tests.audit_reading import audit_lines
 from tests.console.helpers import Served, fill_history, make_project
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 same calls, run in process and through the bridge on two stores with the same
 clock, give equal entries (every field, and each field's type) and equal
 errors.  The bridge answers the usual read and write in a short form
-(python_host._entry_line; a write's reply without the value the child sent)
+(contain/replies.py; a write's reply without the value the child sent)
 and sends the usual requests from a template (pychild._WRITE_LINE): the calls
 below take those paths and every other one (policies given, a retention
 policy, bytearray and memoryview values, refusals).  Not compared: a key of

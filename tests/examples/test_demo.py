@@ -10,11 +10,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.auditing import audit_lines as read_audit_lines
+from tests.audit_reading import project_audit
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "formatter" / "demo.sh"
@@ -33,10 +32,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.Com
     return project, done
 
 
-def audit_lines(project: Path) -> list[dict[str, Any]]:
-    return read_audit_lines(project / ".rotifer")
-
-
 def test_demo_runs_the_formatter_example_end_to_end(
         demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     project, done = demo
@@ -46,7 +41,7 @@ def test_demo_runs_the_formatter_example_end_to_end(
 
     # The memory the demo leaves: one PREFERENCE written by the first formatter,
     # read (not rewritten) by the better one after the swap.
-    fmt = [line for line in audit_lines(project) if line["agent"] == "fmt"]
+    fmt = [line for line in project_audit(project) if line["agent"] == "fmt"]
     assert [(line["action"], line["key"]) for line in fmt] == [("write", "formatter/indent")]
     spec = json.loads((project / ".rotifer" / "agents" / "fmt.json").read_text())
     assert spec["genes"] == ["better-formatter"]
@@ -69,7 +64,7 @@ def test_the_readme_says_what_the_demo_audits(
         demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     project, done = demo
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = audit_lines(project)
+    lines = project_audit(project)
     table = readme_audit_table()
     assert len(table) == len(lines), (table, lines)
     for (agent, action, key), line in zip(table, lines, strict=True):
@@ -105,7 +100,7 @@ def test_demo_reruns_in_the_same_dir_and_ends_with_typescript_advice(
     again = run_demo(project)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "starting" in again.stdout and "afresh" in again.stdout
-    assert len([x for x in audit_lines(project) if x["agent"] == "fmt"]) == 1
+    assert len([x for x in project_audit(project) if x["agent"] == "fmt"]) == 1
     assert "\x1b" not in again.stdout + again.stderr
     assert "TypeScript" in again.stdout.strip().splitlines()[-1]
     shown = [line[2:] for line in again.stdout.splitlines() if line.startswith("$ rotifer agent run")]

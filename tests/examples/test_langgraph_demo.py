@@ -16,6 +16,8 @@ import pytest
 
 pytest.importorskip("langgraph.graph")
 
+from tests.audit_reading import project_audit
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "langgraph"
 
@@ -46,8 +48,7 @@ def test_the_graph_remembers_across_runs_and_rotifer_sees_it(
     assert '{"user": "alice", "preferences": {"lang": "fr", "theme": "dark"}}' in done.stdout
     assert "langgraph/users/alice/preferences  PREFERENCE" in done.stdout
     assert "OK agent 'assistant'" in done.stdout
-    lines = [json.loads(line) for line in
-             (project / ".rotifer" / "audit.jsonl").read_text().splitlines()]
+    lines = project_audit(project)
     assert [(line["action"], line["key"], line["category"]) for line in lines] == [
         ("write", "langgraph/users/alice/preferences", "PREFERENCE"),
         ("write", "langgraph/replies/alice/last", "CACHE"),

@@ -14,7 +14,7 @@ from langgraph.store.base import Op, Result
 from rotifer.langgraph import RotiferStore
 from rotifer.langgraph.store import Failed
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore
-from tests.auditing import audit_lines
+from tests.audit_reading import audit_lines
 from tests.memory.conftest import StoreFactory
 from tests.memory.helpers import gene_id
 

@@ -6,7 +6,6 @@ prints them."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -16,6 +15,7 @@ from langgraph.graph import START, StateGraph
 from rotifer.langgraph import RotiferStore
 from rotifer.memory import MemoryStore
 from rotifer.memory.audit.verify import verify_agent
+from tests.audit_reading import project_audit
 from tests.cli.helpers import add_gene, init_project, ok, wrap
 from tests.cli.test_memory_cli import MEMO
 
@@ -42,7 +42,7 @@ def graph(store: RotiferStore, node: Any) -> Any:
 
 
 def contexts(root: Path) -> dict[str, Any]:
-    lines = [json.loads(x) for x in (root / ".rotifer" / "audit.jsonl").read_text().splitlines()]
+    lines = project_audit(root)
     return {line["key"]: line.get("context") for line in lines if line["action"] == "write"}
 
 

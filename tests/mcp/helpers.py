@@ -14,8 +14,8 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
+from tests.audit_reading import project_audit as audit  # noqa: F401 - its tests import it from here
 from tests.cli.helpers import add_gene, clean_env, init_project, ok, rotifer_command, wrap
-from tests.cli.helpers import audit as audit  # the MCP tests read the log as the CLI tests do
 
 GENE = "def express(input, ctx):\n    return input\n"
 AGENT = "bot"

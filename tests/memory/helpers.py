@@ -11,7 +11,7 @@ import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode
 from rotifer.memory.model import EVICTION_ORDER
-from tests.auditing import audit_lines
+from tests.audit_reading import audit_lines
 
 
 def gene_id(name: str) -> str:

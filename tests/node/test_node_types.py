@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -82,7 +81,7 @@ def tsc(folder: Path, files: list[str], **options: object) -> subprocess.Complet
 
 def typescript_modules() -> Path:
     """The node_modules rotifer itself would use for a gene in this folder."""
-    found = node_modules_dir(SimpleNamespace(path=GENES))  # type: ignore[arg-type]
+    found = node_modules_dir()
     if found is None or not (found / "typescript" / "package.json").is_file():
         pytest.fail("the typescript package is not installed: run `make node-deps` (npm ci) "
                     f"in the rotifer checkout, or set {ENV_NODE_MODULES}")

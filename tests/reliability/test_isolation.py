@@ -31,7 +31,7 @@ from rotifer.agents.project import Project
 from rotifer.agents.run import run_agent
 from rotifer.genes.errors import InvalidInput
 from rotifer.memory import AgentMemoryError, entry_id
-from tests.auditing import audit_lines
+from tests.audit_reading import audit_lines
 from tests.genes.helpers import write_gene
 
 HERE = Path(__file__).parent

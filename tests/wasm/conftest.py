@@ -18,6 +18,7 @@ import wasmtime
 from rotifer.genes.wasm import GeneInstance, Limits, prepare, rawcall
 from rotifer.genes.wasm.engine import wasmtime_version
 from rotifer.memory import GeneMemoryAccess, MemoryStore
+from tests.audit_reading import audit_lines as audit_lines
 
 GENES = Path(__file__).parent / "genes"
 AGENT = "agent"

@@ -12,7 +12,7 @@ import wasmtime
 from rotifer.genes.errors import GeneFailed, GeneRejected
 from rotifer.genes.wasm import GeneInstance, Limits, prepare, run_wasm_gene
 from rotifer.memory import DeniedMemory, MemoryStore
-from tests.auditing import audit_lines
+from tests.audit_reading import audit_lines
 
 from .conftest import AGENT, gene, gene_id
 

@@ -17,7 +17,7 @@ import wasmtime
 
 from rotifer.genes.wasm import GeneInstance
 from rotifer.memory import DeniedMemory, MemoryStore
-from tests.auditing import audit_lines
+from tests.audit_reading import audit_lines
 
 from .conftest import (
     AGENT,

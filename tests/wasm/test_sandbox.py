@@ -17,7 +17,7 @@ from rotifer.genes.errors import GeneFailed, GeneRejected
 from rotifer.genes.wasm import GeneInstance, Limits, prepare, run_wasm_gene
 from rotifer.genes.wasm.limits import DEFAULT_DEADLINE_S, DEFAULT_FUEL
 from rotifer.memory import DeniedMemory, MemoryStore
-from tests.auditing import audit_lines
+from tests.audit_reading import audit_lines
 
 from .conftest import AGENT, ROOMY, gene, gene_id, open_harness
 

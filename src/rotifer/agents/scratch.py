@@ -33,7 +33,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from rotifer.memory import MemoryStore
@@ -60,7 +60,8 @@ class Owner:
         parts = text.split("/")
         if len(parts) != 4 or not parts[2].isdigit():
             return None
-        return cls(parts[0], parts[1], int(parts[2]), parts[3])
+        host, boot, pid, start = parts
+        return cls(host=host, boot=boot, pid=int(pid), start=start)
 
 
 def _host() -> str:
@@ -77,8 +78,16 @@ def _boot_id() -> str:
     return text.strip().replace("-", "")[:8] or _UNKNOWN
 
 
-def _stat(pid: int) -> tuple[str, str] | None:
-    """(state, start time) of process ``pid`` from ``/proc``; None if there is none."""
+class _Stat(NamedTuple):
+    """What ``/proc/PID/stat`` says of a process that matters here."""
+
+    state: str
+    #: Its start time in clock ticks since boot.
+    start: str
+
+
+def _stat(pid: int) -> _Stat | None:
+    """Process ``pid``'s state and start time from ``/proc``; None if there is none."""
     try:
         text = (_PROC / str(pid) / "stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
@@ -86,13 +95,14 @@ def _stat(pid: int) -> tuple[str, str] | None:
     # "pid (comm) state ppid ...": comm may hold spaces and ")", so split after
     # its last ")"; starttime is field 22, the 20th after comm.
     fields = text[text.rindex(")") + 2:].split()
-    return fields[0], fields[19]
+    return _Stat(state=fields[0], start=fields[19])
 
 
 def current_owner() -> Owner:
     """This process, as a test memory names it."""
     stat = _stat(os.getpid()) if _boot_id() != _UNKNOWN else None
-    return Owner(_host(), _boot_id(), os.getpid(), stat[1] if stat else _UNKNOWN)
+    return Owner(host=_host(), boot=_boot_id(), pid=os.getpid(),
+                 start=stat.start if stat else _UNKNOWN)
 
 
 def scratch_agent(gene: str) -> str:
@@ -105,7 +115,10 @@ def owner_of(agent_id: str) -> Owner | None:
     if not agent_id.startswith(PREFIX):
         return None
     parts = agent_id[len(PREFIX):].split(":")
-    return Owner.parse(parts[1]) if len(parts) == 3 else None
+    if len(parts) != 3:
+        return None
+    _gene, owner, _hex = parts
+    return Owner.parse(owner)
 
 
 def is_gone(owner: Owner, me: Owner | None = None) -> bool:
@@ -117,7 +130,7 @@ def is_gone(owner: Owner, me: Owner | None = None) -> bool:
         return _UNKNOWN not in (owner.boot, me.boot)
     if owner.boot != _UNKNOWN:
         stat = _stat(owner.pid)
-        return stat is None or stat[0] in ("Z", "X") or stat[1] != owner.start
+        return stat is None or stat.state in ("Z", "X") or stat.start != owner.start
     try:
         os.kill(owner.pid, 0)
     except ProcessLookupError:

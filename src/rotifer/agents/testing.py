@@ -162,16 +162,18 @@ def _run_case(case: TestCase, call: Callable[[Any], Any]) -> CaseResult:
         if case.expect_error is not None:
             ok = code == case.expect_error
             detail = "ok" if ok else f"expected error {case.expect_error}, got {error}"
-            return CaseResult(case.name, ok, detail, error=error)
-        return CaseResult(case.name, False, error, error=error)
+            return CaseResult(name=case.name, passed=ok, detail=detail, error=error)
+        return CaseResult(name=case.name, passed=False, detail=error, error=error)
     if case.expect_error is not None:
-        return CaseResult(case.name, False,
-                          f"expected error {case.expect_error}, got output {_dump(output)}",
-                          output=output)
+        return CaseResult(
+            name=case.name, passed=False,
+            detail=f"expected error {case.expect_error}, got output {_dump(output)}",
+            output=output)
     if case.has_expect and not json_equal(output, case.expect):
-        return CaseResult(case.name, False,
-                          f"expected {_dump(case.expect)}, got {_dump(output)}", output=output)
-    return CaseResult(case.name, True, "ok", output=output)
+        return CaseResult(name=case.name, passed=False,
+                          detail=f"expected {_dump(case.expect)}, got {_dump(output)}",
+                          output=output)
+    return CaseResult(name=case.name, passed=True, detail="ok", output=output)
 
 
 def test_gene(project: Project, gene_name: str, *, deadline_s: float = DEFAULT_DEADLINE_S,

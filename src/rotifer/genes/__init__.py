@@ -9,6 +9,7 @@ only when a WASM gene runs.
 - :mod:`rotifer.genes.phenotype` -- ``phenotype.json`` validation, input schemas
 - :mod:`rotifer.genes.registry`  -- ``.rotifer/genes.json``
 - :mod:`rotifer.genes.execute`   -- :func:`express`, dispatching by kind
+- :mod:`rotifer.genes.calls`     -- a memory call from any bridge: ops, fields, errors
 - :mod:`rotifer.genes.python`    -- Python genes (``ctx.memory``)
 - :mod:`rotifer.genes.wasm`      -- genes that bring their own WASM
 - :mod:`rotifer.genes.errors`    -- the error codes

@@ -236,7 +236,8 @@ def run_python_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *,
     """Run ``gene`` (kind ``python``) on ``input`` in this process, with
     ``ctx.memory = memory`` (a trusted gene; a contained one runs in a child:
     :mod:`rotifer.genes.contain.python_host`)."""
-    info = GeneInfo(gene.name, gene.domain, gene.phenotype.version, gene.v2_id)
+    info = GeneInfo(name=gene.name, domain=gene.domain, version=gene.phenotype.version,
+                    v2_id=gene.v2_id)
     return run_in_process(gene, info, input, memory, deadline_s=deadline_s, agent=agent,
                           log_sink=log_sink, check=check)
 

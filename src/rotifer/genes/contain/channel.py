@@ -378,8 +378,10 @@ class Channel:
             message = self.receive()
             kind = message.get("type")
             try:
+                # The op's type first: a list or an object is unhashable, and
+                # asking a set whether it holds one raises TypeError.
                 if kind == "call" and message.keys() <= calls.fields \
-                        and message.get("op") in calls.ops:
+                        and type(op := message.get("op")) is str and op in calls.ops:
                     answer = reply(message)  # bytes: a line built already
                     if isinstance(answer, bytes):
                         self.send_line(answer)

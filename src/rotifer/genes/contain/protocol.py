@@ -1,6 +1,6 @@
 """What a child may say on its message pipe: the shapes the parent accepts.
 
-The bridge is an allowlist (issue 30): a call with its bridge's fields and one
+The bridge is an allowlist: a call with its bridge's fields and one
 of its ops, a log line of text, one result, and an error of the bridge's own
 kinds.  Anything else -- not JSON, nested too deeply, a field or a message type
 out of place -- is a protocol violation of that gene (``GENE_FAILED``), never

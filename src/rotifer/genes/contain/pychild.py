@@ -9,7 +9,7 @@ and ``sys.argv`` ends with those two numbers as a fresh ``python -c`` would):
 parent -> child ``{"type": "start", ...}``, then one ``{"ok": ...}`` or
 ``{"error": {"code", "message"}}`` per call (a read's or write's entry
 usually in a short form, an array without the key and a write's value:
-:func:`_compact`); child -> parent ``{"type":
+:mod:`.replies`); child -> parent ``{"type":
 "ready"}``, ``{"type": "call", "op", "args"}``, ``{"type": "log", "line"}``, and
 last ``{"type": "result", "output"}`` or ``{"type": "error", "kind", ...}``.
 Arguments cross as JSON, bytes as ``{"$bytes": base64}``, anything else as
@@ -37,12 +37,13 @@ from rotifer.memory.model import stored_entry
 from rotifer.memory.storage.rows import _CATEGORIES, _POLICIES, access_policy_of
 
 from .jsonline import decode
+from .replies import ShortEntry
 from .spin import Spinner
 
 #: One encoder for every message (``json.dumps`` with an argument builds one each time).
 _ENCODE = json.JSONEncoder(allow_nan=False).encode
-#: ``json.loads`` of bytes guesses their encoding first: ~1.5 us a message;
-#: and the C scanner called at once (contain/jsonline.py) cuts more.
+#: ``json.loads`` of bytes guesses their encoding first, every message; the
+#: C scanner called at once (contain/jsonline.py) is quicker still.
 _DECODE = decode
 
 
@@ -68,7 +69,7 @@ _TEXT_FIELDS = ("entryId", "key", "createdBy", "lastAccessedBy", "createdAt", "u
 
 
 def _entry(doc: Any) -> MemoryEntry:
-    """``MemoryEntry.from_json(doc)`` of an entry the parent sent: 7.2 -> 2.5 us.
+    """``MemoryEntry.from_json(doc)`` of an entry the parent sent, built quicker.
 
     The usual entry (no retention policy, every field of the usual type) is
     built from the store's own tables of categories and access policies
@@ -93,17 +94,18 @@ def _entry(doc: Any) -> MemoryEntry:
 
 def _compact(doc: list[Any], key: str, value: bytes | None) -> MemoryEntry:
     """The entry of a read's or write's reply in the parent's short form
-    (python_host._entry_line: an array of the fields, without the key, and a
-    write's without the value): 2.5 -> ~1.5 us, and its line decodes faster."""
-    entry_id, category, encoded, created_by, last_accessed_by, created_at, updated_at, \
-        read, write, share = doc
-    if encoded is not None:
-        value = binascii.a2b_base64(encoded)
+    (:class:`~rotifer.genes.contain.replies.ShortEntry`: the fields without
+    the key, and a write's without the value)."""
+    short = ShortEntry(*doc)
+    if short.value is not None:
+        value = binascii.a2b_base64(short.value)
     elif value is None:  # pragma: no cover - the parent answers a write only with its value sent
         raise RuntimeError("the bridge answered without the entry's value")
-    return stored_entry(entry_id, _CATEGORIES[category], key, value, created_by,
-                        last_accessed_by, created_at, updated_at,
-                        access_policy_of(read, write, share), None)
+    return stored_entry(short.entry_id, _CATEGORIES[short.category], key, value,
+                        short.created_by, short.last_accessed_by, short.created_at,
+                        short.updated_at,
+                        access_policy_of(short.read_scope, short.write_scope,
+                                         short.share_policy), None)
 
 
 def _as_received(sent: Any) -> Any:
@@ -122,7 +124,7 @@ def _bytes_sent(sent: Any) -> bytes | None:
 _quote = encode_basestring_ascii
 #: The usual write (a ``str`` key, ``bytes``, a category, no policy given) and
 #: read (no category) as a line from a template, not a dict of ``_arg``s
-#: through the encoder: a write's request 6.7 -> ~1.5 us.
+#: through the encoder (docs/benchmarks.md, "Containment", has the figures).
 _WRITE_LINE = ('{"type":"call","op":"write","args":{"key":%s,"value":{"$bytes":"%s"},'
                '"category":%s,"accessPolicy":null}}\n')
 _READ_LINE = '{"type":"call","op":"read","args":{"key":%s,"category":null}}\n'
@@ -246,7 +248,8 @@ def main(in_fd: int, out_fd: int) -> None:
     gene = start["gene"]
     source = _Source(gene["name"], start["code"].encode(),
                      Path(start["codeFile"]))
-    info = GeneInfo(gene["name"], gene["domain"], gene["version"], gene["v2Id"])
+    info = GeneInfo(name=gene["name"], domain=gene["domain"], version=gene["version"],
+                    v2_id=gene["v2Id"])
 
     def log(name: str, line: str) -> None:
         pipe.send({"type": "log", "line": line})

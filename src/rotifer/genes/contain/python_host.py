@@ -13,16 +13,17 @@ from __future__ import annotations
 import binascii
 import contextlib
 import sys
-from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
+from rotifer.genes.calls import Op, error_reply, invalid, ok_reply, serve
 from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable, InvalidGene
-from rotifer.memory import UNSET, AccessPolicy, AgentMemoryError, GeneMemoryAccess, MemoryEntry
+from rotifer.memory import AgentMemoryError, GeneMemoryAccess, MemoryEntry
 
 from .channel import MAX_OUTPUT_BYTES, Channel, Child
 from .exposure import refuse_exposed
 from .forkserver import server
 from .protocol import Shape
+from .replies import NOTHING, entry_line
 from .sandbox import SYSTEM_READ, Grant, python_read_paths, sandbox
 
 if TYPE_CHECKING:
@@ -40,8 +41,7 @@ def _decode(doc: Any) -> Any:
     if isinstance(doc, dict):
         # One-key objects tested by size first, not ``set(doc) == {...}`` (a
         # set built for every argument), and base64 decoded by binascii at
-        # once (``b64decode`` without ``validate`` is exactly this call):
-        # a write's four arguments 1.4 -> 0.6 us.
+        # once (``b64decode`` without ``validate`` is exactly this call).
         if len(doc) == 1:
             if type(got := doc.get("$bytes")) is str:
                 return binascii.a2b_base64(got)
@@ -53,85 +53,31 @@ def _decode(doc: Any) -> Any:
     return doc
 
 
-def serve(memory: GeneMemoryAccess, op: object, args: object) -> Any:
-    """Carry out one memory call; the store's answer (an entry, a list of
-    entries, or None), which :func:`_reply` puts into the reply."""
+def _fields(args: object) -> dict[str, Any]:
+    """A call's ``args`` object, its values decoded: the call's fields."""
     if not isinstance(args, dict):
-        raise TypeError("a memory call's arguments must be an object")
-    a = {k: _decode(v) for k, v in args.items()}
-    if op == "read":
-        return memory.read_memory(a.get("key"), a.get("category"))  # type: ignore[arg-type]
-    if op == "write":
-        return memory.write_memory(a.get("key"), a.get("value"), a.get("category"),  # type: ignore[arg-type]
-                                   a.get("accessPolicy"), a.get("retentionPolicy", UNSET))
-    if op == "query":
-        return memory.query_memory(a.get("filter"))
-    if op == "delete":
-        memory.delete_memory(a.get("key"))  # type: ignore[arg-type]
-        return None
-    raise TypeError(f"unknown memory call {op!r}")
+        raise invalid("a memory call's arguments must be an object")
+    return {k: _decode(v) for k, v in args.items()}
 
 
-#: An entry a read or write returns, answered as one line built from a
-#: template instead of ``{"ok": entry.to_json()}`` through the encoder: a
-#: JSON array of the fields in this order, without the key (the child asked
-#: for it) and, for a write, without the value (``null``: the child sent it).
-#: Building it 5.8 -> 1.4 us, and the child decodes an array of strings
-#: faster than the object.  An entry with a retention policy goes as the
-#: full object (``_reply``'s other path); pychild._compact reads this.
-_ENTRY_LINE = '{"ok":[%s,"%s",%s,%s,%s,%s,%s,%s]}\n'
-_quote = encode_basestring_ascii
-#: The three scopes of an access policy as JSON, by the policy object (the
-#: store hands out one shared object per combination: memory/rows.py), so
-#: the enums' ``value`` properties are read once: ~0.6 us an entry.
-_POLICY_JSON: dict[int, tuple[AccessPolicy, str]] = {}
-
-
-def _policy_json(policy: AccessPolicy) -> str:
-    got = _POLICY_JSON.get(id(policy))
-    if got is not None and got[0] is policy:
-        return got[1]
-    text = (f'"{policy.read_scope.value}","{policy.write_scope.value}",'
-            f'"{policy.share_policy.value}"')
-    if len(_POLICY_JSON) >= 256:  # at most 48 combinations, unless copies
-        _POLICY_JSON.clear()
-    _POLICY_JSON[id(policy)] = (policy, text)  # kept alive: its id stays its own
-    return text
-
-
-def _entry_line(entry: MemoryEntry, with_value: bool) -> bytes | None:
-    """The reply carrying ``entry`` (see :data:`_ENTRY_LINE`); None when it has
-    a retention policy (then it goes as the full object)."""
-    if entry.retention_policy is not None:
-        return None
-    value = ('"' + binascii.b2a_base64(entry.value, newline=False).decode("ascii") + '"'
-             if with_value else "null")
-    return (_ENTRY_LINE % (
-        _quote(entry.entry_id), entry.category.value, value, _quote(entry.created_by),
-        _quote(entry.last_accessed_by), _quote(entry.created_at), _quote(entry.updated_at),
-        _policy_json(entry.access_policy))).encode("ascii")
+#: The child's spelling of the four calls (pychild.BridgeMemory).
+OPS = {"read": Op.READ, "write": Op.WRITE, "query": Op.QUERY, "delete": Op.DELETE}
 
 
 def _reply(memory: GeneMemoryAccess, message: dict[str, Any]) -> dict[str, Any] | bytes:
+    op = OPS[message["op"]]  # one of OPS: the channel accepts no other (CALLS)
     try:
-        op = message.get("op")
-        result = serve(memory, op, message.get("args"))
-        # An entry (a read or a write) is answered with a line built at once
-        # (_entry_line); a list of entries (a query) as JSON objects.
-        if result is None:
-            return _NOTHING
-        if isinstance(result, MemoryEntry):
-            line = _entry_line(result, op == "read")
-            return {"ok": result.to_json()} if line is None else line
-        return {"ok": [e.to_json() for e in result]}
+        result = serve(memory, op, _fields, message.get("args"))
     except AgentMemoryError as exc:
-        return {"error": exc.to_json()}
-    except (TypeError, ValueError, AttributeError) as exc:  # arguments of the wrong shape
-        return {"error": {"code": "MEMORY_INVALID_INPUT", "message": str(exc)}}
-
-
-#: A read that found nothing, or a delete.
-_NOTHING = b'{"ok":null}\n'
+        return error_reply(exc)
+    # A read's or write's entry goes in the short form (contain/replies.py).
+    if result is None:
+        return NOTHING
+    if isinstance(result, MemoryEntry):
+        line = entry_line(result, with_value=op is Op.READ)
+        if line is not None:
+            return line
+    return ok_reply(result)
 
 
 def _error(gene: Gene, message: dict[str, Any]) -> Exception:
@@ -152,7 +98,7 @@ def _error(gene: Gene, message: dict[str, Any]) -> Exception:
 #: and these kinds of error.  No kind says the run was interrupted: a gene's
 #: own KeyboardInterrupt (even from a SIGINT it sent its own process) is its
 #: failure; the user's Ctrl-C reaches rotifer, never the child (its own session).
-CALLS = Shape(frozenset({"type", "op", "args"}), frozenset({"read", "write", "query", "delete"}))
+CALLS = Shape(frozenset({"type", "op", "args"}), frozenset(OPS))
 ERRORS = frozenset({"memory", "rejected", "invalid", "failed"})
 
 
@@ -191,7 +137,7 @@ def _converse(channel: Channel, gene: Gene, code: str, input: Any, memory: GeneM
               check: bool = False) -> Any:
     # The start message goes at once, before the child says it is ready: it
     # waits in the pipe until the child, confined by then, reads it -- one
-    # wake-up of each process fewer a run (milliseconds on a loaded machine).
+    # wake-up of each process fewer a run.
     with contextlib.suppress(GeneFailed):  # it ended unread: what it said tells why
         channel.send({"type": "start", "code": code,
                       "codeFile": str(gene.code_file), "input": input, "agent": agent,

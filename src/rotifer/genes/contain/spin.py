@@ -3,14 +3,13 @@
 Why: a memory call is a round trip between two processes, and on this kind of
 machine (a VM) much of a round trip is the sleep and wake-up of the side that
 waits -- an idle core of the VM takes tens of microseconds to come back (a
-bare one-byte round trip over two pipes, quiet: 50-61 us sleeping in ``poll``,
-2.5 us spinning), and a process that slept finds its caches cold.  A side
+bare one-byte round trip over two pipes is twenty times slower sleeping in
+``poll`` than spinning), and a process that slept finds its caches cold.  A side
 that keeps trying a non-blocking read for a little while finds the answer
 there when the other side answers quickly, and neither side pays the sleep or
-the wake-up.  Measured (docs/benchmarks.md, "Containment"; quiet machine,
-interleaved): 1,000 writes in one run 3.3x -> 1.6-1.7x of the in-process
-time, rotifer's CPU a write 228 -> 186 us; the cost is the CPU the waiting
-side burns meanwhile.
+the wake-up: a contained gene's writes take about half the time they took
+without it (docs/benchmarks.md, "Containment", has the figures); the cost is
+the CPU the waiting side burns meanwhile.
 
 Why it is safe on a busy machine: the spin is bounded (:data:`SPIN_S`), a
 try that took long (:data:`BUSY_S`: another process had the core meanwhile)
@@ -23,10 +22,10 @@ waits; a spin that finds its answer resets it.  (An average of the waits does
 not work as the rule: while neither side spins each also waits for the
 other's wake-up, the waits look long, and neither ever starts.)  The core is
 not given up between tries: ``sched_yield`` hands it to any runnable process
-for its whole time slice, and with three CPU-bound processes beside it 1,000
-writes took 4.0x the in-process time against 2.0x without the spin (2.2x with
-this one).  Past the spin the caller sleeps in ``poll`` as before, bounded by
-its deadline; a signal meanwhile is handled as anywhere in Python code.
+for its whole time slice, and beside CPU-bound processes that made the writes
+twice as slow as no spin at all (this one costs little there).  Past the
+spin the caller sleeps in ``poll`` as before, bounded by its deadline; a
+signal meanwhile is handled as anywhere in Python code.
 """
 
 from __future__ import annotations
@@ -35,8 +34,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-#: The longest spin: a little over the parent's time to serve a write (~150 us
-#: of wall quiet) and the gene's process's to make its next call, so both
+#: The longest spin: a little over the parent's time to serve a write (on a
+#: quiet machine) and the gene's process's to make its next call, so both
 #: sides of a round trip can stay awake.
 SPIN_S = 400e-6
 #: After spins that found nothing, at most this many reads in a row sleep at once.

@@ -20,14 +20,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rotifer.genes.calls import ALL_FIELDS, Op, error_reply, invalid, ok_reply, serve
 from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES, Channel
 from rotifer.genes.contain.exposure import refuse_exposed
 from rotifer.genes.contain.protocol import Shape
 from rotifer.genes.contain.sandbox import CONTAINED, SYSTEM_READ, Grant, sandbox
 from rotifer.genes.errors import GeneFailed, GeneUnavailable
 from rotifer.genes.gene import Gene
-from rotifer.memory import UNSET, AgentMemoryError, GeneMemoryAccess, MemoryEntry
-from rotifer.memory.errors import invalid
+from rotifer.memory import AgentMemoryError, GeneMemoryAccess
 
 from . import transpiler
 
@@ -70,13 +70,12 @@ def find_node() -> str:
     return node
 
 
-def node_modules_dir(gene: Gene | None = None) -> Path | None:
+def node_modules_dir() -> Path | None:
     """Where ``typescript`` is looked for: ``$ROTIFER_NODE_MODULES``, else the
     nearest ``node_modules/typescript`` above this package (the repository
     root of a source checkout after ``make node-deps``: the version pinned in
     package-lock.json).  Never a ``node_modules`` of the gene's project: a
-    project's own TypeScript would silently replace the pinned one.  ``gene``
-    is accepted for callers that pass it and not used."""
+    project's own TypeScript would silently replace the pinned one."""
     env = os.environ.get(ENV_NODE_MODULES)
     if env:
         return Path(env)
@@ -99,10 +98,6 @@ def install_types(root: Path) -> Path:
         if item.is_file():
             shutil.copyfile(item, target / item.name)
     return target
-
-
-def _entry(entry: MemoryEntry | None) -> dict[str, Any] | None:
-    return None if entry is None else entry.to_json()
 
 
 def _value(doc: Any) -> Any:
@@ -133,33 +128,19 @@ def _numbers(doc: Any) -> Any:
     return doc
 
 
-def serve(memory: GeneMemoryAccess, call: dict[str, Any]) -> Any:
-    """Carry out one memory call of the gene; its JSON result."""
-    call = _numbers(call)
-    op = call.get("op")
-    if op == "readMemory":
-        return _entry(memory.read_memory(call.get("key"), call.get("category")))  # type: ignore[arg-type]
-    if op == "writeMemory":
-        return _entry(memory.write_memory(
-            call.get("key"), _value(call.get("value")), call.get("category"),  # type: ignore[arg-type]
-            call.get("accessPolicy"),
-            call.get("retentionPolicy", UNSET),
-        ))
-    if op == "queryMemory":
-        return [_entry(e) for e in memory.query_memory(call.get("filter"))]
-    if op == "deleteMemory":
-        memory.delete_memory(call.get("key"))  # type: ignore[arg-type]
-        return None
-    raise invalid(f"unknown memory call {op!r}")
+def _fields(call: dict[str, Any]) -> dict[str, Any]:
+    """A call message's fields, decoded (its ``type`` and ``op`` go along unread)."""
+    fields: dict[str, Any] = _numbers(call)
+    if "value" in fields:
+        fields["value"] = _value(fields["value"])
+    return fields
 
 
 def _reply(memory: GeneMemoryAccess, call: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return {"ok": serve(memory, call)}
+    try:  # the op is one of Op's: the channel accepts no other (CALLS)
+        return ok_reply(serve(memory, Op(call["op"]), _fields, call))
     except AgentMemoryError as exc:
-        return {"error": exc.to_json()}
-    except (TypeError, ValueError, AttributeError) as exc:  # arguments of the wrong shape
-        return {"error": {"code": "MEMORY_INVALID_INPUT", "message": str(exc)}}
+        return error_reply(exc)
 
 
 def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_s: float = 10.0,
@@ -182,7 +163,7 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
         source = gene.code.decode("utf-8")
     except UnicodeDecodeError:
         raise GeneFailed(f"gene '{gene.name}': {gene.code_file.name} is not UTF-8") from None
-    modules = node_modules_dir(gene)
+    modules = node_modules_dir()
     start = {
         "type": "start", "fileName": gene.code_file.name,
         "geneDir": str(gene.path), "input": input, "agent": agent,
@@ -214,9 +195,7 @@ def run_node_gene(gene: Gene, input: Any, memory: GeneMemoryAccess, *, deadline_
 
 #: What the runner may send (contain/channel.py's allowlist): the four calls
 #: with their fields, and these kinds of error.
-CALLS = Shape(frozenset({"type", "op", "key", "category", "value", "accessPolicy",
-                         "retentionPolicy", "filter"}),
-              frozenset({"readMemory", "writeMemory", "queryMemory", "deleteMemory"}))
+CALLS = Shape(frozenset({"type", "op"}) | ALL_FIELDS, frozenset(Op))
 ERRORS = frozenset({"memory", "load", "failed"})
 
 

@@ -109,10 +109,11 @@ class EnvFunctions:
             if view is not None:
                 text = read_as_string(view, as_u32(message))
                 where = read_as_string(view, as_u32(file))
-            self.aborted = Abort(text, where, as_u32(line), as_u32(column))
+            self.aborted = Abort(message=text, file=where, line=as_u32(line),
+                                 column=as_u32(column))
         except Exception:
             logger.exception("unexpected error in env.abort")
-            self.aborted = Abort(None, None, 0, 0)
+            self.aborted = Abort(message=None, file=None, line=0, column=0)
 
     def trace(self, caller: wasmtime.Caller, message: int, n: int, a0: float, a1: float,
               a2: float, a3: float, a4: float) -> None:

@@ -129,8 +129,8 @@ def base_address(memory: wasmtime.Memory, store: Any, size: int) -> int:
 class MappedView(CallView):
     """A :class:`CallView` that copies through a memoryview of the whole memory.
 
-    ``ctypes.string_at`` and ``ctypes.memmove`` are foreign calls (~1 µs each);
-    slicing a memoryview is ~0.3 µs.  Making the memoryview costs about as
+    ``ctypes.string_at`` and ``ctypes.memmove`` are foreign calls, dearer
+    than slicing a memoryview.  Making the memoryview costs about as
     much as it saves once, so the host keeps one and makes a new one only when
     the memory's size changes -- the only time its base can move.  The bounds
     checks are :class:`CallView`'s.

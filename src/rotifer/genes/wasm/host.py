@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import wasmtime
 
+from rotifer.genes.calls import CHANGES_MEMORY, Op, invalid, probe_denied
 from rotifer.memory import AgentMemoryError, ErrorCode, GeneMemoryAccess
 
 from . import rawcall, requests
@@ -90,7 +91,7 @@ class HostFunctions:
         self._fuel: rawcall.Fuel | None = rawcall.Fuel(store)
         # The gene's exported memory, looked up at its first host call (which may come
         # from a start function, before the instance is handed back) and kept: the
-        # handle stays valid for the store's life, and caller.get() costs ~10 µs.
+        # handle stays valid for the store's life, and caller.get() is dear.
         self._size_of: rawcall.MemorySize | None = None
         # The view of the last call.  A linear memory never shrinks and moves only
         # when it grows, so while the size is unchanged so is the base, and the view
@@ -100,7 +101,7 @@ class HostFunctions:
     def define(self, linker: wasmtime.Linker) -> None:
         for op in MEMORY_FUNCTIONS:
             # A partial, not a closure: one Python frame less on every call.
-            call = functools.partial(self.memory_call, op)
+            call = functools.partial(self.memory_call, Op(op))
             if not rawcall.define(linker, IMPORT_MODULE, op, memory_call_type(), call):
                 linker.define_func(IMPORT_MODULE, op, memory_call_type(), call,
                                    access_caller=True)
@@ -162,7 +163,7 @@ class HostFunctions:
 
     # -- memory calls -------------------------------------------------------------
 
-    def memory_call(self, op: str, caller: Caller, req_ptr: int, req_len: int,
+    def memory_call(self, op: Op, caller: Caller, req_ptr: int, req_len: int,
                     out_ptr: int, out_cap: int) -> int:
         try:
             return self._memory_call(op, caller, as_u32(req_ptr), as_u32(req_len),
@@ -172,7 +173,7 @@ class HostFunctions:
             logger.exception("unexpected error in the %s host function", op)
             return RESULT_OF_CODE[ErrorCode.STORAGE_ERROR]
 
-    def _memory_call(self, op: str, caller: Caller, req_ptr: int, req_len: int,
+    def _memory_call(self, op: Op, caller: Caller, req_ptr: int, req_len: int,
                      out_ptr: int, out_cap: int) -> int:
         if not self._spend(min(req_len, self.limits.max_request_bytes)):
             return BUDGET_SPENT
@@ -181,7 +182,7 @@ class HostFunctions:
             return RESULT_OF_CODE[ErrorCode.INVALID_INPUT]
         if not guest.fits(out_ptr, out_cap):
             # Nowhere to put a body; still, a refused gene hears -2 first.
-            denied = requests.probe_denied(op, self.memory)
+            denied = probe_denied(op, self.memory)
             return RESULT_OF_CODE[ErrorCode.ACCESS_DENIED if denied else ErrorCode.INVALID_INPUT]
         try:
             request = self._request(op, guest, req_ptr, req_len)
@@ -191,29 +192,29 @@ class HostFunctions:
                 self._write_error(guest, out_ptr, out_cap, refusal.error)
             return refusal.result
         if len(response) > out_cap:
-            done = " (the call was carried out)" if op in requests.CHANGES_MEMORY else ""
-            self._write_error(guest, out_ptr, out_cap, requests.invalid(
+            done = " (the call was carried out)" if op in CHANGES_MEMORY else ""
+            self._write_error(guest, out_ptr, out_cap, invalid(
                 f"out is too small for the response{done}: it needs {len(response)} bytes, "
                 f"out_cap is {out_cap}"))
             return OUT_TOO_SMALL
         guest.write(out_ptr, response + b"\x00" if len(response) < out_cap else response)
         return len(response)
 
-    def _request(self, op: str, guest: CallView, req_ptr: int, req_len: int) -> Any:
+    def _request(self, op: Op, guest: CallView, req_ptr: int, req_len: int) -> Any:
         try:
             if req_len > self.limits.max_request_bytes:
-                raise requests.invalid(
+                raise invalid(
                     f"the request is {req_len} bytes; at most {self.limits.max_request_bytes} "
                     "are accepted")
             if not guest.fits(req_ptr, req_len):
-                raise requests.invalid(
+                raise invalid(
                     f"the request [{req_ptr}, {req_ptr + req_len}) is outside the gene's "
                     f"memory of {guest.size} bytes")
             return requests.decode(guest.read(req_ptr, req_len))
         except AgentMemoryError as exc:
             raise self._refusal(op, exc) from None
 
-    def _perform(self, op: str, request: Any) -> bytes:
+    def _perform(self, op: Op, request: Any) -> bytes:
         try:
             return requests.perform(op, self.memory, request)
         except AgentMemoryError as exc:
@@ -226,9 +227,9 @@ class HostFunctions:
                 ErrorCode.STORAGE_ERROR, f"the memory host failed: {type(exc).__name__}")
             ) from None
 
-    def _refusal(self, op: str, error: AgentMemoryError) -> _Refusal:
+    def _refusal(self, op: Op, error: AgentMemoryError) -> _Refusal:
         """-10 for a bad request -- unless the memory refuses this gene anyway."""
-        denied = requests.probe_denied(op, self.memory)
+        denied = probe_denied(op, self.memory)
         final = denied if denied is not None else error
         return _Refusal(RESULT_OF_CODE[final.code], final)
 

@@ -56,8 +56,9 @@ def wasi_type(name: str) -> FuncType | None:
     signature = WASI_SIGNATURES.get(name)
     if signature is None:
         return None
+    params, results = signature
     kinds = {"i": ValType.i32(), "I": ValType.i64()}
-    return FuncType([kinds[c] for c in signature[0]], [kinds[c] for c in signature[1]])
+    return FuncType([kinds[c] for c in params], [kinds[c] for c in results])
 
 
 #: libc functions clang calls for memory.fill/memory.copy patterns when the

@@ -3,12 +3,12 @@
 wasmtime-py's ``Linker.define_func`` runs every host call through one generic
 Python trampoline: it wraps the caller (an FFI call), boxes each parameter in
 a ``Val`` and converts the result back, comparing value types through more
-FFI calls -- 15-20 µs a call on the project's 2-core machine, about as much as
-the store's own ``read_memory``.  The four memory functions all have the type
+FFI calls -- about as much time as the store's own ``read_memory``
+(docs/benchmarks.md, "WASM").  The four memory functions all have the type
 ``(i32, i32, i32, i32) -> i32``, so the host defines them with the C API's
 ``wasmtime_linker_define_func_unchecked`` instead: wasmtime hands the callback
 the raw argument slots, the callback reads four u32 and writes its i32 result
-into the first slot with ctypes -- about 2 µs.
+into the first slot with ctypes, a fraction of that.
 
 Each memory call also reads and sets the store's fuel and reads the memory's
 size; :class:`Fuel` and :class:`MemorySize` do that through C prototypes that
@@ -32,7 +32,7 @@ import functools
 import itertools
 import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import wasmtime
 
@@ -179,14 +179,21 @@ def caller_export(caller: int, name: str) -> object:
 #
 # Every memory call reads the store's fuel, sets it and reads the memory's
 # size: three FFI calls.  Through wasmtime-py's methods each builds ctypes
-# pointer objects and checks their types (~1 µs); through these prototypes,
-# which take plain addresses, each is ~0.4 µs.
+# pointer objects and checks their types; these prototypes take plain
+# addresses, and cost less than half as much.
+
+
+class _Prototypes(NamedTuple):
+    """The C functions :class:`Fuel` and :class:`MemorySize` call, taking addresses."""
+
+    get_fuel: Any
+    set_fuel: Any
+    memory_data_size: Any
 
 
 @functools.cache
-def _prototypes() -> tuple[Any, Any, Any] | None:
-    """get_fuel, set_fuel and memory_data_size taking addresses, or None
-    where :func:`define` is not available either."""
+def _prototypes() -> _Prototypes | None:
+    """The prototypes, or None where :func:`define` is not available either."""
     if _define_unchecked() is None:
         return None
     from wasmtime import _ffi
@@ -195,9 +202,12 @@ def _prototypes() -> tuple[Any, Any, Any] | None:
     try:
         if not hasattr(wasmtime.Store, "_context"):
             return None
-        return (ctypes.CFUNCTYPE(p, p, p)(("wasmtime_context_get_fuel", _ffi.dll)),
-                ctypes.CFUNCTYPE(p, p, ctypes.c_uint64)(("wasmtime_context_set_fuel", _ffi.dll)),
-                ctypes.CFUNCTYPE(ctypes.c_size_t, p, p)(("wasmtime_memory_data_size", _ffi.dll)))
+        return _Prototypes(
+            get_fuel=ctypes.CFUNCTYPE(p, p, p)(("wasmtime_context_get_fuel", _ffi.dll)),
+            set_fuel=ctypes.CFUNCTYPE(p, p, ctypes.c_uint64)(
+                ("wasmtime_context_set_fuel", _ffi.dll)),
+            memory_data_size=ctypes.CFUNCTYPE(ctypes.c_size_t, p, p)(
+                ("wasmtime_memory_data_size", _ffi.dll)))
     except AttributeError:  # a symbol this library does not export
         return None
 
@@ -219,7 +229,8 @@ class Fuel:
     def __init__(self, store: wasmtime.Store) -> None:
         self._store = store  # keeps the context alive
         prototypes = _define_unchecked() and _prototypes()
-        self._get, self._put = prototypes[:2] if prototypes else (None, None)
+        self._get = prototypes.get_fuel if prototypes else None
+        self._put = prototypes.set_fuel if prototypes else None
         self._context = _context(store) if prototypes else 0
         self._left = ctypes.c_uint64(0)
         self._where = ctypes.addressof(self._left)
@@ -254,7 +265,7 @@ class MemorySize:
         handle = getattr(memory, "_memory", None)  # its wasmtime_memory_t
         if not prototypes or not isinstance(handle, ctypes.Structure):
             prototypes = handle = None
-        self._size = prototypes[2] if prototypes else None
+        self._size = prototypes.memory_data_size if prototypes else None
         self._context = _context(store) if prototypes else 0
         self._handle = ctypes.addressof(handle) if handle is not None else 0
 

@@ -15,26 +15,11 @@ import base64
 import binascii
 import json
 from collections.abc import Callable
-from typing import Any, Final, cast
+from typing import Any, Final
 
+from rotifer.genes.calls import Fields, Op, exact_fields, invalid, serve
 from rotifer.genes.jsonvalue import DuplicateField, unique_fields
-from rotifer.memory import UNSET, AgentMemoryError, ErrorCode, GeneMemoryAccess, MemoryEntry
-
-READ: Final = "readMemory"
-WRITE: Final = "writeMemory"
-QUERY: Final = "queryMemory"
-DELETE: Final = "deleteMemory"
-
-_FIELDS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
-    # op: (required fields, optional fields)
-    READ: (("key",), ("category",)),
-    WRITE: (("key", "value", "category"), ("accessPolicy", "retentionPolicy")),
-    DELETE: (("key",), ()),
-}
-
-
-def invalid(message: str) -> AgentMemoryError:
-    return AgentMemoryError(ErrorCode.INVALID_INPUT, message)
+from rotifer.memory import AgentMemoryError, GeneMemoryAccess, MemoryEntry
 
 
 def _no_constants(name: str) -> Any:
@@ -74,7 +59,7 @@ def _parse(text: str) -> Any:
 
     A request is usually one JSON value filling the text; that is scanned
     directly, without ``decode``'s two Python frames and two regex matches
-    (~0.7 µs of its ~1.5 µs).  Anything else -- leading or trailing
+    (about half its time).  Anything else -- leading or trailing
     whitespace, no value -- goes through ``decode``, which gives the errors.
     """
     try:
@@ -150,34 +135,14 @@ def error_body(code: str, message: str) -> bytes:
     return encode({"__rotifer_error": {"code": code, "message": message}})
 
 
-#: Each call's required fields as a set: ``request.keys() == ...`` tells the
-#: usual request (exactly those fields) in one C-level comparison.
-_REQUIRED: Final = {op: frozenset(fields[0]) for op, fields in _FIELDS.items()}
-
-
-def _fields(op: str, request: Any) -> dict[str, Any]:
-    if isinstance(request, dict) and request.keys() == _REQUIRED[op]:
-        return request  # the usual request: exactly the required fields
-    required, optional = _FIELDS[op]
-    if not isinstance(request, dict):
-        raise invalid(f"a {op} request must be a JSON object")
-    unknown = sorted(set(request) - set(required) - set(optional))
-    if unknown:
-        raise invalid(f"unknown field(s) in the {op} request: {', '.join(unknown)}")
-    missing = [f for f in required if f not in request]
-    if missing:
-        raise invalid(f"the {op} request is missing {', '.join(missing)}")
-    return request
-
-
-def _key(request: dict[str, Any]) -> str:
+def _key(request: Fields) -> str:
     key = request["key"]
     if not isinstance(key, str):
         raise invalid("key must be a string")
     return key
 
 
-def _value(request: dict[str, Any]) -> bytes:
+def _value(request: Fields) -> bytes:
     value = request["value"]
     if not isinstance(value, str):
         raise invalid("value must be a base64 string")
@@ -187,72 +152,43 @@ def _value(request: dict[str, Any]) -> bytes:
         raise invalid("value is not valid base64 (standard alphabet, with padding)") from None
 
 
-def _read(memory: GeneMemoryAccess, request: Any) -> str:
-    fields = _fields(READ, request)
-    entry = memory.read_memory(_key(fields), fields.get("category"))
-    return "null" if entry is None else entry_json(entry)
+def _read(request: object) -> Fields:
+    fields = exact_fields(Op.READ, request)
+    _key(fields)
+    return fields
 
 
-def _write(memory: GeneMemoryAccess, request: Any) -> str:
-    fields = _fields(WRITE, request)
-    entry = memory.write_memory(
-        _key(fields),
-        _value(fields),
-        fields["category"],
-        fields.get("accessPolicy"),
-        fields.get("retentionPolicy", UNSET),  # an explicit null stays None
-    )
-    return entry_json(entry)
+def _write(request: object) -> Fields:
+    fields = exact_fields(Op.WRITE, request)
+    return {**fields, "key": _key(fields), "value": _value(fields)}
 
 
-def _query(memory: GeneMemoryAccess, request: Any) -> str:
+def _query(request: object) -> Fields:
+    """A query's request is its filter itself (``{}`` for none)."""
     if request is not None and not isinstance(request, dict):
         raise invalid("a queryMemory request is the filter: a JSON object ({} for none)")
-    return "[" + ",".join(map(entry_json, memory.query_memory(request or None))) + "]"
+    return {"filter": request or None}
 
 
-def _delete(memory: GeneMemoryAccess, request: Any) -> str:
-    memory.delete_memory(_key(_fields(DELETE, request)))
-    return "{}"
+def _delete(request: object) -> Fields:
+    fields = exact_fields(Op.DELETE, request)
+    _key(fields)
+    return fields
 
 
-PERFORM: Final[dict[str, Callable[[GeneMemoryAccess, Any], str]]] = {
-    READ: _read,
-    WRITE: _write,
-    QUERY: _query,
-    DELETE: _delete,
+#: Each call's request decoded to its fields (calls.FIELDS), strictly: a
+#: field missing, unknown or of the wrong JSON type is refused here.
+FIELDS_OF: Final[dict[Op, Callable[[object], Fields]]] = {
+    Op.READ: _read, Op.WRITE: _write, Op.QUERY: _query, Op.DELETE: _delete,
 }
 
-#: Calls that change memory even when their response then does not fit.
-CHANGES_MEMORY: Final = frozenset({WRITE, DELETE})
 
-
-def perform(op: str, memory: GeneMemoryAccess, request: Any) -> bytes:
-    """Carry out a decoded request; the result is the response, compact UTF-8 JSON."""
-    return PERFORM[op](memory, request).encode()
-
-
-def probe_denied(op: str, memory: GeneMemoryAccess) -> AgentMemoryError | None:
-    """Ask the memory whether it refuses this gene outright.
-
-    A gene without a v2 id (or one run by ``rotifer run``) gets -2 on *every*
-    call, even a malformed one.  Before answering a malformed request with
-    -10, the host makes the same call with an argument the store can never
-    accept: a memory that refuses the gene anyway raises (and audits)
-    MEMORY_ACCESS_DENIED first; any other memory rejects the argument, and the
-    gene gets -10 for its own request.
-    """
-    bad = cast(Any, None)
-    calls: dict[str, Callable[[], object]] = {
-        READ: lambda: memory.read_memory(bad),
-        WRITE: lambda: memory.write_memory(bad, b"", bad),
-        QUERY: lambda: memory.query_memory(cast(Any, 0)),
-        DELETE: lambda: memory.delete_memory(bad),
-    }
-    try:
-        calls[op]()
-    except AgentMemoryError as exc:
-        return exc if exc.code is ErrorCode.ACCESS_DENIED else None
-    except Exception:
-        return None
-    return None
+def perform(op: Op, memory: GeneMemoryAccess, request: object) -> bytes:
+    """Carry out a parsed request; the response, compact UTF-8 JSON (an entry,
+    a list of entries, ``null`` for a read that found nothing, ``{}`` for a delete)."""
+    result = serve(memory, op, FIELDS_OF[op], request)
+    if result is None:
+        return b"{}" if op is Op.DELETE else b"null"
+    if isinstance(result, MemoryEntry):
+        return entry_json(result).encode()
+    return ("[" + ",".join(map(entry_json, result)) + "]").encode()

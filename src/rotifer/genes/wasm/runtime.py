@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import wasmtime
 
@@ -62,22 +62,31 @@ def encode_input(input: Any, name: str) -> bytes:
         raise GeneFailed(f"the input for {name} is not JSON: {exc}") from None
 
 
-#: Per compiled module: its shape and the modules it imports.  Reading a
-#: module's imports and exports builds Python objects for each (about 0.3 ms
-#: for a small gene), so it is done once per module, not once per run.
-_module_info: weakref.WeakKeyDictionary[wasmtime.Module, tuple[GeneShape, frozenset[str]]] = (
+class ModuleInfo(NamedTuple):
+    """What a run needs to know of a compiled module before instantiating it."""
+
+    shape: GeneShape
+    #: The modules it imports from (``rotifer``, WASI, AssemblyScript's ``env``).
+    imported: frozenset[str]
+
+
+#: Per compiled module, its :class:`ModuleInfo`.  Reading a module's imports
+#: and exports builds Python objects for each, so it is done once per module,
+#: not once per run.
+_module_info: weakref.WeakKeyDictionary[wasmtime.Module, ModuleInfo] = (
     weakref.WeakKeyDictionary())
 _module_info_lock = threading.Lock()
 
 
-def _info(module: wasmtime.Module) -> tuple[GeneShape, frozenset[str]]:
+def _info(module: wasmtime.Module) -> ModuleInfo:
     with _module_info_lock:
         found = _module_info.get(module)
     if found is None:
         names = {exp.name for exp in module.exports}
         shape: GeneShape = ("command" if EXPORT_EXPRESS not in names and EXPORT_START in names
                             else "express")
-        found = shape, frozenset(imp.module for imp in module.imports)
+        found = ModuleInfo(shape=shape,
+                           imported=frozenset(imp.module for imp in module.imports))
         with _module_info_lock:
             _module_info[module] = found
     return found
@@ -85,7 +94,7 @@ def _info(module: wasmtime.Module) -> tuple[GeneShape, frozenset[str]]:
 
 def shape_of(module: wasmtime.Module) -> GeneShape:
     """``command`` for a module that exports ``_start`` and no ``express``."""
-    return _info(module)[0]
+    return _info(module).shape
 
 
 class GeneInstance:
@@ -105,7 +114,8 @@ class GeneInstance:
                  stdin: bytes = b"") -> None:
         self.limits = limits
         self.name = name
-        self.shape, imported = _info(module)
+        info = _info(module)
+        self.shape, imported = info.shape, info.imported
         engine = get_engine()
         self.store = wasmtime.Store(engine)
         self.store.set_fuel(limits.fuel)
