@@ -4,19 +4,15 @@ alike; a gene's own view writes none; ``audit verify`` accepts the lines."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rotifer.memory import MemoryStore
 from rotifer.memory.audit.verify import verify_agent
+from tests.audit_reading import audit_lines
 
 from .conftest import StoreFactory
 
 GENE = "v2:" + "a" * 64
-
-
-def lines(rot: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in (rot / "audit.jsonl").read_text().splitlines()]
 
 
 def test_via_marks_writes_updates_and_deletes(store_factory: StoreFactory, tmp_path: Path
@@ -34,7 +30,7 @@ def test_via_marks_writes_updates_and_deletes(store_factory: StoreFactory, tmp_p
     mcp.write_memory("c", b"y" * 50, "CACHE")               # full path: evicts to fit
     mcp.delete_memory("p")
     own.delete_memory("c")
-    seen = [(line["action"], line["key"], line.get("via")) for line in lines(rot)
+    seen = [(line["action"], line["key"], line.get("via")) for line in audit_lines(rot)
             if line["action"] in ("write", "update", "delete", "evict")]
     assert seen[:4] == [("write", "a", "mcp"), ("update", "a", "mcp"), ("write", "p", "mcp"),
                         ("write", "b", None)]
