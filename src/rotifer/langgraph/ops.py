@@ -21,7 +21,9 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from rotifer.memory import MemoryEntry
+from rotifer.memory import AgentMemoryError, Category, MemoryEntry
+from rotifer.memory.errors import ErrorCode
+from rotifer.memory.many import Delete, Outcome, Write
 
 from . import ttl
 from .callers import Caller
@@ -62,6 +64,28 @@ def get(caller: Caller, op: GetOp, root: str) -> Item | None:
     entry = caller.read(memory_key(tuple(op.namespace), str(op.key), root))
     fields = None if entry is None else item_fields(entry, root)
     return None if fields is None else Item(**fields)
+
+
+def get_many(caller: Caller, gets: list[GetOp], root: str) -> list[Item | Exception | None]:
+    """:func:`get` of each op, read together (``Caller.read_many``); each op's
+    error is its outcome."""
+    outcomes: list[Item | Exception | None] = [None] * len(gets)
+    keys: list[str] = []
+    where: list[int] = []
+    for n, op in enumerate(gets):
+        try:
+            keys.append(memory_key(tuple(op.namespace), str(op.key), root))
+        except Exception as exc:
+            outcomes[n] = exc
+            continue
+        where.append(n)
+    for n, found in zip(where, caller.read_many(keys), strict=True):
+        if isinstance(found, Exception) or found is None:
+            outcomes[n] = found
+            continue
+        fields = item_fields(found, root)
+        outcomes[n] = None if fields is None else Item(**fields)
+    return outcomes
 
 
 def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
@@ -154,3 +178,69 @@ def put(caller: Caller, op: PutOp, policies: Policies, root: str,
         caller.write_beside(beside, Vectors.of(digest(data), vectors).encode(), entry)
     else:
         caller.delete(beside)
+
+
+def put_many(caller: Caller, puts: list[PutOp], contexts: list[dict[str, str] | None],
+             policies: Policies, root: str, vectors: list[PutVectors] | None = None
+             ) -> list[Exception | None]:
+    """:func:`put` of each op (distinct keys), made together: every item's
+    write or delete first (``Caller.change_many``: one memory transaction, each
+    still its own audited change, under its own context), then -- with an index
+    (``vectors``, one list per put) -- every vector entry beside an item that
+    was made, the same way.  Each put's outcome: ``None``, or its own error."""
+    errors: list[Exception | None] = [None] * len(puts)
+    items: list[Write | Delete] = []
+    made_at: list[int] = []
+    beside: dict[int, str] = {}
+    data: dict[int, bytes] = {}
+    for n, op in enumerate(puts):
+        try:
+            namespace = tuple(op.namespace)
+            key = memory_key(namespace, str(op.key), root)
+            if vectors is not None:
+                beside[n] = memory_key_checked(vector_key(key, root))
+            if op.value is None:
+                items.append(Delete(key))
+            else:
+                data[n] = encode_value(op.value)
+                policy = policies.for_namespace(namespace)
+                if op.ttl is not None:
+                    policy = replace(policy, retention=ttl.retention(op.ttl))
+                items.append(Write(key, data[n], policy.category, policy.access,
+                                   policy.retention))
+        except Exception as exc:
+            errors[n] = exc
+            continue
+        made_at.append(n)
+    entries = _settle(caller.change_many(items, [contexts[n] for n in made_at]), items,
+                      made_at, errors)
+    if vectors is None:
+        return errors
+    todo: list[Write | Delete] = []
+    todo_at: list[int] = []
+    for n in made_at:
+        entry = entries.get(n)
+        if errors[n] is not None:
+            continue
+        if entry is None or not vectors[n]:  # deleted, or nothing to embed
+            todo.append(Delete(beside[n]))
+        else:
+            todo.append(Write(beside[n], Vectors.of(digest(data[n]), vectors[n]).encode(),
+                              Category.CACHE, entry.access_policy, entry.retention_policy))
+        todo_at.append(n)
+    _settle(caller.change_many(todo, [contexts[n] for n in todo_at]), todo, todo_at, errors)
+    return errors
+
+
+def _settle(outcomes: list[Outcome], ops_: list[Write | Delete], at: list[int],
+            errors: list[Exception | None]) -> dict[int, MemoryEntry]:
+    """Record each op's error (a delete of nothing is none: LangGraph's delete
+    of a missing item does nothing); the entries written, by put."""
+    written: dict[int, MemoryEntry] = {}
+    for n, op, outcome in zip(at, ops_, outcomes, strict=True):
+        if isinstance(outcome, AgentMemoryError):
+            if not (isinstance(op, Delete) and outcome.code is ErrorCode.NOT_FOUND):
+                errors[n] = outcome
+        elif outcome is not None:
+            written[n] = outcome
+    return written
