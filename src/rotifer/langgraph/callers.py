@@ -16,6 +16,7 @@ from rotifer.memory import AgentMemoryError, Category, DeployerMemory, GeneMemor
 from rotifer.memory.audit import DEPLOYER
 from rotifer.memory.context import audit_context
 from rotifer.memory.errors import ErrorCode
+from rotifer.memory.folders import deployer_folders, gene_folders
 from rotifer.memory.many import Delete, Outcome, Write, change_many, read_many
 
 from .policy import NamespacePolicy
@@ -48,6 +49,13 @@ class Caller(Protocol):
 
     def read_many(self, keys: list[str]) -> list[Outcome]:
         """``read`` of each key: its entry, ``None``, or its own error."""
+        ...
+
+    def folders(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None]
+                ) -> dict[str, T]:
+        """Each folder (a key up to its last ``/``) under ``key_prefix`` holding an
+        entry the caller may read that ``pick`` answers for, with one answer:
+        one entry read per folder, not every entry (:mod:`rotifer.memory.folders`)."""
         ...
 
     def change_many(self, ops: list[Write | Delete],
@@ -95,6 +103,10 @@ class GeneCaller:
     def read_many(self, keys: list[str]) -> list[Outcome]:
         return read_many(self.memory, keys)
 
+    def folders(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None]
+                ) -> dict[str, T]:
+        return gene_folders(self.memory, key_prefix, pick)
+
     def change_many(self, ops: list[Write | Delete],
                     contexts: list[dict[str, str] | None]) -> list[Outcome]:
         return change_many(self.memory, ops, contexts)
@@ -127,6 +139,10 @@ class DeployerCaller:
     def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
              count: int | None) -> list[T]:
         return self.memory.pick(key_prefix, pick, count)
+
+    def folders(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None]
+                ) -> dict[str, T]:
+        return deployer_folders(self.memory, key_prefix, pick)
 
     def read_many(self, keys: list[str]) -> list[Outcome]:
         outcomes: list[Outcome] = []

@@ -112,24 +112,19 @@ def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
 def list_namespaces(caller: Caller, op: ListNamespacesOp, root: str) -> list[tuple[str, ...]]:
     """The namespaces holding at least one item the caller may read that meet
     every condition, cut to ``max_depth`` labels, sorted, then offset and limit.
-    Sorted order needs every namespace, so every entry under the conditions'
-    fixed prefix is looked at (as SqliteStore's ``SELECT DISTINCT`` does); once a
-    namespace has an item, its other entries are only looked up by key prefix."""
-    seen: set[tuple[str, ...]] = set()
-    listed: set[str] = set()  # the key prefixes (namespaces) already holding an item
+    Sorted order (by labels, not by memory key) needs every namespace, so every
+    namespace under the conditions' fixed prefix is listed -- in the database,
+    one entry read per namespace (``Caller.folders``), as SqliteStore's
+    ``SELECT DISTINCT`` reads no item either."""
 
-    def pick(entry: MemoryEntry) -> None:
-        key = entry.key
-        folder = key[:key.rfind("/") + 1]
-        if folder in listed:
-            return  # one item is enough: the rest of its namespace costs a lookup each
-        parsed = parse_key(key, root)
-        if parsed is not None and decode_value(entry.value) is not None:
-            listed.add(folder)
-            seen.add(parsed[0])
+    def pick(entry: MemoryEntry) -> tuple[str, ...] | None:
+        parsed = parse_key(entry.key, root)
+        if parsed is None or decode_value(entry.value) is None:
+            return None
+        return parsed[0]
 
-    caller.pick(namespace_prefix(fixed_prefix(op.match_conditions), root), pick, None)
-    namespaces = [ns for ns in seen if namespace_matches(ns, op.match_conditions)]
+    seen = caller.folders(namespace_prefix(fixed_prefix(op.match_conditions), root), pick)
+    namespaces = [ns for ns in set(seen.values()) if namespace_matches(ns, op.match_conditions)]
     if op.max_depth is not None:
         namespaces = list({ns[:op.max_depth] for ns in namespaces})
     namespaces.sort()
