@@ -15,7 +15,8 @@ def test_the_pages_table(tmp_path: Path) -> None:
     table = langgraph_pages.table(tmp_path, TINY)
     rows = [line for line in table.splitlines() if line.startswith("| 200 × 100 B")]
     assert [row.split(" | ")[1] for row in rows] == [
-        "limit=10", "limit=10, offset=190", "limit=10, filter 1 in 10"]
+        "limit=10", "limit=10, offset=190", "limit=10, filter 1 in 10",
+        "list_namespaces(limit=1)"]
     assert all(row.rstrip(" |").endswith("×") for row in rows)
 
 
