@@ -24,3 +24,9 @@ def test_the_gathered_async_table(tmp_path: Path) -> None:
     got = langgraph_async.measure(tmp_path, 10, 2, 1)
     assert set(got) == {"RotiferStore", "AsyncSqliteStore"}
     assert all(wall > 0 and cpu > 0 for wall, cpu in got.values())
+
+
+def test_the_gathered_puts_shape(tmp_path: Path) -> None:
+    got = langgraph_async.measure(tmp_path, 1, 2, 1, shape=langgraph_async.puts)
+    assert set(got) == {"RotiferStore", "AsyncSqliteStore"}
+    assert all(wall > 0 and cpu > 0 for wall, cpu in got.values())
