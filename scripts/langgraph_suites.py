@@ -66,7 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         # checkpoint-postgres's fixtures make a database per store on a server,
         # whichever memory the stores stand on: one throwaway server for both.
-        server = stack.enter_context(postgres())
+        try:
+            server = stack.enter_context(postgres())
+        except SystemExit:
+            if args.backend != "sqlite":
+                raise
+            print("== no PostgreSQL: langgraph-checkpoint-postgres's suites are not run",
+                  flush=True)
+            server = ""
+            suites = [suite for suite in suites if "postgres" not in suite[0]]
         env["ROTIFER_UPSTREAM_FIXTURE_PG_URL"] = server
         for backend in ("sqlite", "postgres"):
             if args.backend not in (backend, "both"):
