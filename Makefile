@@ -52,8 +52,8 @@ test: lint typecheck pytest
 test-slow: install node-deps test-langgraph-suites
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m slow
 
-# LangGraph's own store test suites (langgraph-checkpoint, langgraph-checkpoint-sqlite;
-# sync and async) against RotiferStore on rotifer's SQLite and PostgreSQL memory, the
+# LangGraph's own store test suites (langgraph-checkpoint, langgraph-checkpoint-sqlite,
+# langgraph-checkpoint-postgres; sync and async) against RotiferStore on rotifer's SQLite and PostgreSQL memory, the
 # store's construction the only change (scripts/langgraph_suites.py; fetches the pinned
 # source distributions with pip once, into .cache/).
 test-langgraph-suites: install

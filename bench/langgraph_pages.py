@@ -1,7 +1,9 @@
 """A page costs a page (issue 32): ``search(ns, limit=10)`` on rotifer's
 LangGraph store against LangGraph's ``SqliteStore``, at 2,000 and 100,000
 items of 100 B and 10 KiB, all in the namespace searched; plus the same search
-at ``offset=1990`` and with a filter only every tenth item matches.
+at ``offset=1990`` and with a filter only every tenth item matches; and
+``list_namespaces(limit=1)`` over the same items (one namespace: what it
+costs is reading the namespaces, not the items).
 
 Each store is filled with the same items (``SqliteStore`` in its own file,
 WAL, ``synchronous=NORMAL``; ``RotiferStore`` as one gene on an SQLite
@@ -12,6 +14,8 @@ process per call, medians of interleaved rounds (:func:`bench.timing.compare`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +52,7 @@ def table(root: Path, settings: Settings) -> str:
 
     from rotifer.langgraph import RotiferStore
 
-    lines = ["| items | search | RotiferStore | SqliteStore | ÷ SqliteStore |",
+    lines = ["| items | call | RotiferStore | SqliteStore | ÷ SqliteStore |",
              "|---|---|---:|---:|---:|"]
     for size in settings.sizes:
         for items in _scales(settings):
@@ -63,20 +67,22 @@ def table(root: Path, settings: Settings) -> str:
                 ours = RotiferStore.for_gene(mem, "lg", memory.GENE, memory.DOMAIN)
                 _fill([ours, lite], items, size)
                 deep = min(1990, items - 10)  # the last page of 2,000 (of a tiny run's items)
-                calls = {
+                calls: dict[str, tuple[dict[str, Any], int]] = {
                     "limit=10": ({}, 10),
                     f"limit=10, offset={deep}": ({"offset": deep}, 10),
                     "limit=10, filter 1 in 10": ({"filter": {"n": 3}}, 10),
                 }
-                for name, (extra, limit) in calls.items():
-                    a = ours.search(("docs",), limit=limit, **extra)
-                    b = lite.search(("docs",), limit=limit, **extra)
-                    assert len(a) == len(b) == limit, name  # (a batch's items tie in SqliteStore's order)
-                    t = compare({
-                        "ours": lambda: ours.search(("docs",), limit=limit, **extra),  # noqa: B023
-                        "lite": lambda: lite.search(("docs",), limit=limit, **extra),  # noqa: B023
-                    }, rounds=settings.rounds, iters=max(1, settings.iters // 4),
-                        clock=time.process_time)
+                runs: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
+                    name: (partial(ours.search, ("docs",), limit=limit, **extra),
+                           partial(lite.search, ("docs",), limit=limit, **extra))
+                    for name, (extra, limit) in calls.items()}
+                runs["list_namespaces(limit=1)"] = (partial(ours.list_namespaces, limit=1),
+                                                    partial(lite.list_namespaces, limit=1))
+                for name, (mine, theirs) in runs.items():
+                    a, b = mine(), theirs()
+                    assert len(a) == len(b), name  # (a batch's items tie in SqliteStore's order)
+                    t = compare({"ours": mine, "lite": theirs}, rounds=settings.rounds,
+                                iters=max(1, settings.iters // 4), clock=time.process_time)
                     lines.append(f"| {items:,} × {memory.size_label(size)} | {name} | "
                                  f"{format_seconds(t['ours'])} | {format_seconds(t['lite'])} | "
                                  f"{t['ours'] / t['lite']:.2f}× |")

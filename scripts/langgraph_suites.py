@@ -2,19 +2,18 @@
 
     python scripts/langgraph_suites.py [--backend sqlite|postgres|both] [-- PYTEST ARGS]
 
-Fetches the source distributions of the pinned langgraph-checkpoint and
-langgraph-checkpoint-sqlite with pip (their versions are the installed ones,
-pinned in constraints.txt), unpacks their ``tests/`` under
-``.cache/langgraph-suites/`` and runs the store test files there (sync and
-async) with pytest and the plugin ``scripts/langgraph_upstream/rotifer_upstream.py``,
-which swaps the store's construction for a RotiferStore and leaves out the
-tests it lists, each with its reason -- on rotifer's SQLite memory, and on
-PostgreSQL (a throwaway server, as the test suite starts one; or
-``ROTIFER_TEST_PG_URL``).  Needs pytest-asyncio and pytest-mock (the
-dev extra).  langgraph-checkpoint-postgres's suites are not run: their
-fixtures reach into PostgresStore itself (store.MIGRATIONS, store._cursor())
-and build every store with a TTL in minutes, so no test of theirs runs with
-only the construction changed (docs/langgraph.md).
+Fetches the source distributions of the pinned langgraph-checkpoint,
+langgraph-checkpoint-sqlite and langgraph-checkpoint-postgres with pip (their
+versions are the installed ones, pinned in constraints.txt), unpacks their
+``tests/`` under ``.cache/langgraph-suites/`` and runs the store test files
+there (sync and async) with pytest and the plugin
+``scripts/langgraph_upstream/rotifer_upstream.py``, which swaps the store's
+construction for a RotiferStore and leaves out the tests it lists, each with
+its reason -- on rotifer's SQLite memory, and on PostgreSQL (a throwaway
+server, as the test suite starts one; or ``ROTIFER_TEST_PG_URL``).
+checkpoint-postgres's fixtures create a database per store on that server in
+both passes (docs/langgraph.md says what the plugin stands in for).  Needs
+pytest-asyncio and pytest-mock (the dev extra).
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ CACHE = ROOT / ".cache" / "langgraph-suites"
 SUITES = {
     "langgraph-checkpoint": ["tests/test_store.py"],
     "langgraph-checkpoint-sqlite": ["tests/test_store.py", "tests/test_async_store.py"],
+    "langgraph-checkpoint-postgres": ["tests/test_store.py", "tests/test_async_store.py"],
 }
 
 
@@ -64,11 +64,23 @@ def main(argv: list[str] | None = None) -> int:
     suites = [(package, unpacked(package), files) for package, files in SUITES.items()]
     failed = 0
     with ExitStack() as stack:
+        # checkpoint-postgres's fixtures make a database per store on a server,
+        # whichever memory the stores stand on: one throwaway server for both.
+        try:
+            server = stack.enter_context(postgres())
+        except SystemExit:
+            if args.backend != "sqlite":
+                raise
+            print("== no PostgreSQL: langgraph-checkpoint-postgres's suites are not run",
+                  flush=True)
+            server = ""
+            suites = [suite for suite in suites if "postgres" not in suite[0]]
+        env["ROTIFER_UPSTREAM_FIXTURE_PG_URL"] = server
         for backend in ("sqlite", "postgres"):
             if args.backend not in (backend, "both"):
                 continue
             if backend == "postgres":
-                env["ROTIFER_UPSTREAM_PG_URL"] = stack.enter_context(postgres())
+                env["ROTIFER_UPSTREAM_PG_URL"] = server
             for package, where, files in suites:
                 print(f"== {package} on rotifer's {backend} memory: {' '.join(files)}",
                       flush=True)

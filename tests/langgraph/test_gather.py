@@ -111,3 +111,66 @@ def test_one_embedding_call_for_a_tick(memory: MemoryStore) -> None:
     assert calls == [5] and store.runs == [5]
     found = asyncio.run(store.asearch(("d",), query="xxxxx", limit=1))
     assert [i.key for i in found] == ["k5"]
+
+
+def test_gathered_gets_and_deletes_read_and_change_together(memory: MemoryStore) -> None:
+    """Many gets are read in one go and many deletes looked up in one go
+    (rotifer.memory.many); each caller still gets what its call alone gets:
+    the item, None, its own refusal; a delete of nothing is no error."""
+    owner = RotiferStore.for_gene(memory, "bot", GENE_A, "graphs",
+                                  namespaces={("p",): PRIVATE})
+    for i in range(5):
+        owner.put(("n",), f"k{i}", {"v": i})
+    owner.put(("p",), "secret", {"v": 0})
+    store = counting(memory, GENE_B)
+
+    async def tick() -> list[Any]:
+        return list(await asyncio.gather(
+            *(store.aget(("n",), f"k{i}") for i in range(7)), store.aget(("p",), "secret"),
+            store.adelete(("n",), "k0"), store.adelete(("n",), "gone"),
+            store.adelete(("p",), "secret"), return_exceptions=True))
+
+    got = asyncio.run(tick())
+    assert store.runs == [11]
+    assert [None if g is None else g.value["v"] for g in got[:7]] == [0, 1, 2, 3, 4, None, None]
+    assert isinstance(got[7], AgentMemoryError) and got[7].code is ErrorCode.ACCESS_DENIED
+    assert got[8] is None and got[9] is None
+    assert isinstance(got[10], AgentMemoryError) and got[10].code is ErrorCode.ACCESS_DENIED
+    assert store.get(("n",), "k0") is None and owner.get(("p",), "secret") is not None
+    deployer = RotiferStore.for_deployer(memory, "bot")
+
+    async def owner_tick() -> list[Any]:
+        return list(await asyncio.gather(
+            deployer.aget(("p",), "secret"), deployer.adelete(("n",), "k1"),
+            deployer.adelete(("n",), "gone"), deployer.aput(("n",), "x", {"v": 1}),
+            return_exceptions=True))
+
+    secret, deleted, nothing, refused = asyncio.run(owner_tick())
+    assert secret is not None and secret.value == {"v": 0}
+    assert deleted is None and nothing is None
+    assert isinstance(refused, AgentMemoryError) and refused.code is ErrorCode.ACCESS_DENIED
+    assert store.get(("n",), "k1") is None
+
+
+def test_gathered_puts_write_and_drop_their_vectors(memory: MemoryStore) -> None:
+    store = counting(memory, index={"embed": lambda texts: [[float(len(t)), 1.0]
+                                                             for t in texts],
+                                    "dims": 2, "fields": ["t"]})
+
+    async def puts() -> None:
+        await asyncio.gather(*(store.aput(("d",), f"k{i}", {"t": "x" * i}) for i in range(1, 4)),
+                             store.aput(("d",), "bare", {"t": "y"}, index=False))
+
+    asyncio.run(puts())
+    cached = [e.key for e in memory.deployer("bot").pick("", lambda e: e, None)
+              if e.category.value == "CACHE"]
+    assert len(cached) == 3  # one vector entry per indexed item, none for "bare"
+    found = asyncio.run(store.asearch(("d",), query="xxx", limit=1))
+    assert [i.key for i in found] == ["k3"] and found[0].score is not None
+
+    async def deletes() -> None:
+        await asyncio.gather(*(store.adelete(("d",), f"k{i}") for i in range(1, 4)))
+
+    asyncio.run(deletes())
+    assert [e for e in memory.deployer("bot").pick("", lambda e: e, None)
+            if e.category.value == "CACHE"] == []

@@ -14,7 +14,10 @@ from typing import Protocol, TypeVar
 
 from rotifer.memory import AgentMemoryError, Category, DeployerMemory, GeneMemory, MemoryEntry
 from rotifer.memory.audit import DEPLOYER
+from rotifer.memory.context import audit_context
 from rotifer.memory.errors import ErrorCode
+from rotifer.memory.folders import deployer_folders, gene_folders
+from rotifer.memory.many import Delete, Outcome, Write, change_many, read_many
 
 from .policy import NamespacePolicy
 
@@ -42,6 +45,24 @@ class Caller(Protocol):
         entries under ``key_prefix`` the caller may read, newest first, read from
         one snapshot only until ``count`` are kept (no query limit, no 4 MiB
         bound: the answer is the page)."""
+        ...
+
+    def read_many(self, keys: list[str]) -> list[Outcome]:
+        """``read`` of each key: its entry, ``None``, or its own error."""
+        ...
+
+    def folders(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None]
+                ) -> dict[str, T]:
+        """Each folder (a key up to its last ``/``) under ``key_prefix`` holding an
+        entry the caller may read that ``pick`` answers for, with one answer:
+        one entry read per folder, not every entry (:mod:`rotifer.memory.folders`)."""
+        ...
+
+    def change_many(self, ops: list[Write | Delete],
+                    contexts: list[dict[str, str] | None]) -> list[Outcome]:
+        """Each op as ``write`` / ``delete`` makes it (a delete of nothing is
+        MEMORY_NOT_FOUND here), each under its context, in as few memory
+        transactions as the rules allow: its outcome, or its own error."""
         ...
 
 
@@ -79,6 +100,17 @@ class GeneCaller:
              count: int | None) -> list[T]:
         return self.memory.pick_memory(key_prefix, pick, count)
 
+    def read_many(self, keys: list[str]) -> list[Outcome]:
+        return read_many(self.memory, keys)
+
+    def folders(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None]
+                ) -> dict[str, T]:
+        return gene_folders(self.memory, key_prefix, pick)
+
+    def change_many(self, ops: list[Write | Delete],
+                    contexts: list[dict[str, str] | None]) -> list[Outcome]:
+        return change_many(self.memory, ops, contexts)
+
 
 class DeployerCaller:
     """The agent's owner: reads and deletes whatever the policies say (as
@@ -107,3 +139,31 @@ class DeployerCaller:
     def pick(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None],
              count: int | None) -> list[T]:
         return self.memory.pick(key_prefix, pick, count)
+
+    def folders(self, key_prefix: str, pick: Callable[[MemoryEntry], T | None]
+                ) -> dict[str, T]:
+        return deployer_folders(self.memory, key_prefix, pick)
+
+    def read_many(self, keys: list[str]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for key in keys:
+            try:
+                outcomes.append(self.read(key))
+            except AgentMemoryError as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    def change_many(self, ops: list[Write | Delete],
+                    contexts: list[dict[str, str] | None]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for op, context in zip(ops, contexts, strict=True):
+            try:
+                with audit_context(context):
+                    if isinstance(op, Write):  # refused: the deployer writes nothing
+                        self.write(op.key, op.value, NamespacePolicy())
+                    else:
+                        self.memory.delete_key(op.key)
+                outcomes.append(None)
+            except AgentMemoryError as exc:
+                outcomes.append(exc)
+        return outcomes

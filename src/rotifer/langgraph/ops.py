@@ -21,7 +21,9 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from rotifer.memory import MemoryEntry
+from rotifer.memory import AgentMemoryError, Category, MemoryEntry
+from rotifer.memory.errors import ErrorCode
+from rotifer.memory.many import Delete, Outcome, Write
 
 from . import ttl
 from .callers import Caller
@@ -64,6 +66,28 @@ def get(caller: Caller, op: GetOp, root: str) -> Item | None:
     return None if fields is None else Item(**fields)
 
 
+def get_many(caller: Caller, gets: list[GetOp], root: str) -> list[Item | Exception | None]:
+    """:func:`get` of each op, read together (``Caller.read_many``); each op's
+    error is its outcome."""
+    outcomes: list[Item | Exception | None] = [None] * len(gets)
+    keys: list[str] = []
+    where: list[int] = []
+    for n, op in enumerate(gets):
+        try:
+            keys.append(memory_key(tuple(op.namespace), str(op.key), root))
+        except Exception as exc:
+            outcomes[n] = exc
+            continue
+        where.append(n)
+    for n, found in zip(where, caller.read_many(keys), strict=True):
+        if isinstance(found, Exception) or found is None:
+            outcomes[n] = found
+            continue
+        fields = item_fields(found, root)
+        outcomes[n] = None if fields is None else Item(**fields)
+    return outcomes
+
+
 def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
     """Items under the namespace prefix whose value matches the filter, most
     recently updated first (as SqliteStore and PostgresStore order them), from
@@ -88,24 +112,19 @@ def search(caller: Caller, op: SearchOp, root: str) -> list[SearchItem]:
 def list_namespaces(caller: Caller, op: ListNamespacesOp, root: str) -> list[tuple[str, ...]]:
     """The namespaces holding at least one item the caller may read that meet
     every condition, cut to ``max_depth`` labels, sorted, then offset and limit.
-    Sorted order needs every namespace, so every entry under the conditions'
-    fixed prefix is looked at (as SqliteStore's ``SELECT DISTINCT`` does); once a
-    namespace has an item, its other entries are only looked up by key prefix."""
-    seen: set[tuple[str, ...]] = set()
-    listed: set[str] = set()  # the key prefixes (namespaces) already holding an item
+    Sorted order (by labels, not by memory key) needs every namespace, so every
+    namespace under the conditions' fixed prefix is listed -- in the database,
+    one entry read per namespace (``Caller.folders``), as SqliteStore's
+    ``SELECT DISTINCT`` reads no item either."""
 
-    def pick(entry: MemoryEntry) -> None:
-        key = entry.key
-        folder = key[:key.rfind("/") + 1]
-        if folder in listed:
-            return  # one item is enough: the rest of its namespace costs a lookup each
-        parsed = parse_key(key, root)
-        if parsed is not None and decode_value(entry.value) is not None:
-            listed.add(folder)
-            seen.add(parsed[0])
+    def pick(entry: MemoryEntry) -> tuple[str, ...] | None:
+        parsed = parse_key(entry.key, root)
+        if parsed is None or decode_value(entry.value) is None:
+            return None
+        return parsed[0]
 
-    caller.pick(namespace_prefix(fixed_prefix(op.match_conditions), root), pick, None)
-    namespaces = [ns for ns in seen if namespace_matches(ns, op.match_conditions)]
+    seen = caller.folders(namespace_prefix(fixed_prefix(op.match_conditions), root), pick)
+    namespaces = [ns for ns in set(seen.values()) if namespace_matches(ns, op.match_conditions)]
     if op.max_depth is not None:
         namespaces = list({ns[:op.max_depth] for ns in namespaces})
     namespaces.sort()
@@ -154,3 +173,69 @@ def put(caller: Caller, op: PutOp, policies: Policies, root: str,
         caller.write_beside(beside, Vectors.of(digest(data), vectors).encode(), entry)
     else:
         caller.delete(beside)
+
+
+def put_many(caller: Caller, puts: list[PutOp], contexts: list[dict[str, str] | None],
+             policies: Policies, root: str, vectors: list[PutVectors] | None = None
+             ) -> list[Exception | None]:
+    """:func:`put` of each op (distinct keys), made together: every item's
+    write or delete first (``Caller.change_many``: one memory transaction, each
+    still its own audited change, under its own context), then -- with an index
+    (``vectors``, one list per put) -- every vector entry beside an item that
+    was made, the same way.  Each put's outcome: ``None``, or its own error."""
+    errors: list[Exception | None] = [None] * len(puts)
+    items: list[Write | Delete] = []
+    made_at: list[int] = []
+    beside: dict[int, str] = {}
+    data: dict[int, bytes] = {}
+    for n, op in enumerate(puts):
+        try:
+            namespace = tuple(op.namespace)
+            key = memory_key(namespace, str(op.key), root)
+            if vectors is not None:
+                beside[n] = memory_key_checked(vector_key(key, root))
+            if op.value is None:
+                items.append(Delete(key))
+            else:
+                data[n] = encode_value(op.value)
+                policy = policies.for_namespace(namespace)
+                if op.ttl is not None:
+                    policy = replace(policy, retention=ttl.retention(op.ttl))
+                items.append(Write(key, data[n], policy.category, policy.access,
+                                   policy.retention))
+        except Exception as exc:
+            errors[n] = exc
+            continue
+        made_at.append(n)
+    entries = _settle(caller.change_many(items, [contexts[n] for n in made_at]), items,
+                      made_at, errors)
+    if vectors is None:
+        return errors
+    todo: list[Write | Delete] = []
+    todo_at: list[int] = []
+    for n in made_at:
+        entry = entries.get(n)
+        if errors[n] is not None:
+            continue
+        if entry is None or not vectors[n]:  # deleted, or nothing to embed
+            todo.append(Delete(beside[n]))
+        else:
+            todo.append(Write(beside[n], Vectors.of(digest(data[n]), vectors[n]).encode(),
+                              Category.CACHE, entry.access_policy, entry.retention_policy))
+        todo_at.append(n)
+    _settle(caller.change_many(todo, [contexts[n] for n in todo_at]), todo, todo_at, errors)
+    return errors
+
+
+def _settle(outcomes: list[Outcome], ops_: list[Write | Delete], at: list[int],
+            errors: list[Exception | None]) -> dict[int, MemoryEntry]:
+    """Record each op's error (a delete of nothing is none: LangGraph's delete
+    of a missing item does nothing); the entries written, by put."""
+    written: dict[int, MemoryEntry] = {}
+    for n, op, outcome in zip(at, ops_, outcomes, strict=True):
+        if isinstance(outcome, AgentMemoryError):
+            if not (isinstance(op, Delete) and outcome.code is ErrorCode.NOT_FOUND):
+                errors[n] = outcome
+        elif outcome is not None:
+            written[n] = outcome
+    return written

@@ -10,10 +10,10 @@ docs/langgraph.md.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, Literal, cast
 
-from langgraph.config import get_config
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.store.base import (
     NOT_PROVIDED,
     BaseStore,
@@ -38,7 +38,7 @@ from .gather import Call, Gatherer
 from .keys import ROOT
 from .keys import namespace_prefix as namespace_prefix_key
 from .policy import NamespacePolicy, Policies
-from .semantic import Index, rank, unindexed
+from .semantic import Index, PutVectors, rank, unindexed
 from .ttl import REFUSED as TTL_REFUSED
 from .ttl import check_config as check_ttl_config
 from .vectors import Unit, Vectors, digest, unit, vector_key
@@ -50,9 +50,10 @@ def run_context() -> dict[str, str] | None:
     config's own ``run_id`` if it has one, else the id LangChain's tracing gives
     the node's run (its callback manager's ``parent_run_id``).  ``None``
     outside a runnable (no config)."""
-    try:
-        config = get_config()
-    except RuntimeError:
+    # What langgraph.config.get_config reads, without the exception it raises
+    # outside a runnable (most of its cost: one call per abatch).
+    config = var_child_runnable_config.get()
+    if not config:
         return None
     configurable = config.get("configurable") or {}
     thread = configurable.get("thread_id")
@@ -61,6 +62,17 @@ def run_context() -> dict[str, str] | None:
         run = getattr(config.get("callbacks"), "parent_run_id", None)
     return clean_context({"thread_id": None if thread is None else str(thread),
                           "run_id": None if run is None else str(run)})
+
+
+def _same(op: Op, context: dict[str, str] | None) -> Hashable:
+    """What makes two reads of a gathered batch the same read: the op and the
+    run asking (as a tuple when both hash, as cheap as it gets; else their repr)."""
+    same = (op, None if context is None else tuple(context.items()))
+    try:
+        hash(same)
+    except TypeError:  # a search's filter is a dict
+        return repr((op, context))
+    return same
 
 
 class Failed:
@@ -117,6 +129,11 @@ class RotiferStore(BaseStore):
     def _prepare(self, ops_: Iterable[Op]) -> tuple[list[Op], list[str], list[str]]:
         """Check the ops as LangGraph's stores do; the queries and the texts to embed."""
         todo = list(ops_)
+        self._check(todo)
+        return (todo, *self._to_embed(todo))
+
+    def _check(self, todo: list[Op]) -> None:
+        """Refuse what LangGraph's stores refuse in ``batch``, and a ttl we cannot keep."""
         for op in todo:
             validate_op_namespace(op)
             if isinstance(op, PutOp):
@@ -128,13 +145,16 @@ class RotiferStore(BaseStore):
                         "retention (this store's ttl has refresh_on_read=False)")
             elif not isinstance(op, ListNamespacesOp):
                 raise ValueError(f"Unknown operation type: {type(op)}")
+
+    def _to_embed(self, todo: list[Op]) -> tuple[list[str], list[str]]:
+        """The distinct queries and the puts' texts the index embeds."""
         if self.index is None:
-            return todo, [], []
+            return [], []
         queries = list(dict.fromkeys(op.query for op in todo
                                      if isinstance(op, SearchOp) and op.query))
         texts = [text for put in self._last_puts(todo).values()
                  for _, text in self.index.texts(put)]
-        return todo, queries, texts
+        return queries, texts
 
     @staticmethod
     def _last_puts(todo: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
@@ -176,7 +196,7 @@ class RotiferStore(BaseStore):
         checked: list[Call] = []
         for todo, future, context in calls:
             try:
-                self._prepare(todo)
+                self._check(todo)
             except Exception as exc:  # this caller's ops are bad: only it hears so
                 if not future.done():
                     future.set_exception(exc)
@@ -184,7 +204,7 @@ class RotiferStore(BaseStore):
             checked.append((todo, future, context))
         everything = [op for todo, _, _ in checked for op in todo]
         contexts = [context for todo, _, context in checked for _ in todo]
-        _, queries, texts = self._prepare(everything)
+        queries, texts = self._to_embed(everything)
         embedded: dict[str, list[float]] = {}
         documents: list[list[float]] = []
         if self.index is not None:
@@ -235,12 +255,14 @@ class RotiferStore(BaseStore):
         units = [unit(vector, dims) for vector in documents]
         queries = {q: unit(vector, dims) for q, vector in embedded.items()}
         outcomes: list[Result | Failed] = []
-        made: dict[str, Result | Failed] = {}
+        made: dict[Hashable, Result | Failed] = {}
+        if isolate:
+            made = self._get_all(todo, contexts)
         for op, context in zip(todo, contexts, strict=True):
             if isinstance(op, PutOp):
                 outcomes.append(None)
                 continue
-            same = repr((op, context)) if isolate else ""
+            same = _same(op, context) if isolate else ""
             if isolate and same in made:
                 outcomes.append(made[same])
                 continue
@@ -260,6 +282,16 @@ class RotiferStore(BaseStore):
                 where.setdefault((tuple(op.namespace), str(op.key)), []).append(n)
         # The last put of a key wins, and so does the run that asked for it.
         put_context = {key: contexts[spots[-1]] for key, spots in where.items()}
+        if isolate:  # every put together (ops.put_many), each error its own
+            vectors_of = None if index is None else self._vectors(index, puts, units)
+            errors = ops.put_many(self.caller, list(puts.values()),
+                                  [put_context[key] for key in puts], self.policies,
+                                  self.root, vectors_of)
+            for put_key, error in zip(puts, errors, strict=True):
+                if error is not None:
+                    for n in where[put_key]:
+                        outcomes[n] = Failed(error)
+            return outcomes
         taken = 0
         for put_key, put in puts.items():
             vectors = None
@@ -276,6 +308,37 @@ class RotiferStore(BaseStore):
                 for n in where[put_key]:  # every caller who asked for this key's put
                     outcomes[n] = Failed(exc)
         return outcomes
+
+    @staticmethod
+    def _vectors(index: Index, puts: dict[tuple[tuple[str, ...], str], PutOp],
+                 units: list[Unit]) -> list[PutVectors]:
+        """Each put's (path, vector) pairs, from the vectors of all their texts."""
+        found: list[PutVectors] = []
+        taken = 0
+        for put in puts.values():
+            paths = [path for path, _ in index.texts(put)]
+            found.append(list(zip(paths, units[taken:taken + len(paths)], strict=True)))
+            taken += len(paths)
+        return found
+
+    def _get_all(self, todo: list[Op], contexts: list[dict[str, str] | None]
+                 ) -> dict[Hashable, Result | Failed]:
+        """Every distinct get of a gathered batch, read together per context (a
+        refusal's audit line names its own run), by :func:`_same`."""
+        groups: dict[str, tuple[dict[str, str] | None, list[GetOp]]] = {}
+        for op, context in zip(todo, contexts, strict=True):
+            if isinstance(op, GetOp):
+                group = groups.setdefault(repr(context), (context, []))
+                group[1].append(op)
+        made: dict[Hashable, Result | Failed] = {}
+        for context, gets in groups.values():
+            gets = list({repr(op): op for op in gets}.values())
+            with audit_context(context):
+                found = ops.get_many(self.caller, gets, self.root)
+            for op, outcome in zip(gets, found, strict=True):
+                made[_same(op, context)] = Failed(outcome) if isinstance(
+                    outcome, Exception) else outcome
+        return made
 
     def _read(self, op: Op, queries: dict[str, Unit]) -> Result:
         if isinstance(op, GetOp):
