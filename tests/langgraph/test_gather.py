@@ -115,7 +115,7 @@ def test_one_embedding_call_for_a_tick(memory: MemoryStore) -> None:
 
 def test_gathered_gets_and_deletes_read_and_change_together(memory: MemoryStore) -> None:
     """Many gets are read in one go and many deletes looked up in one go
-    (rotifer.memory.many); each caller still gets what its call alone gets:
+    (rotifer.memory.views.many); each caller still gets what its call alone gets:
     the item, None, its own refusal; a delete of nothing is no error."""
     owner = RotiferStore.for_gene(memory, "bot", GENE_A, "graphs",
                                   namespaces={("p",): PRIVATE})

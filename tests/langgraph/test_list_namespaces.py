@@ -1,5 +1,5 @@
 """``list_namespaces`` lists folders in the database, one entry read per
-namespace (rotifer.memory.folders, issue 32), and answers what InMemoryStore
+namespace (rotifer.memory.views.folders, issue 32), and answers what InMemoryStore
 answers on random namespaces -- with entries beside the items that are no
 LangGraph item (a gene's own bytes under the root, keys the mapping never
 makes) and another gene's private items, which it must not list."""

@@ -1,10 +1,10 @@
 """The distinct folders under a key prefix, one entry read each
-(rotifer.memory.folders, issue 32), on SQLite and PostgreSQL."""
+(rotifer.memory.views.folders, issue 32), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 from rotifer.memory import ManualClock, MemoryEntry, MemoryStore
-from rotifer.memory.folders import deployer_folders, gene_folders
+from rotifer.memory.views.folders import deployer_folders, gene_folders
 from tests.memory.helpers import RETAIN_1_DAY, gene_id
 
 A, B = gene_id("folders-a"), gene_id("folders-b")

@@ -1,4 +1,4 @@
-"""Many reads and changes of one gene in one go (rotifer.memory.many, issue 32):
+"""Many reads and changes of one gene in one go (rotifer.memory.views.many, issue 32):
 each op answers, stores and audits exactly what the call alone does -- checked
 against the calls made one by one on a twin agent -- while the changes share
 one write transaction; a storage failure fails them all and rolls each back in
@@ -14,8 +14,8 @@ import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode, ManualClock, MemoryEntry, MemoryStore
 from rotifer.memory.audit.verify import verify_agent
-from rotifer.memory.gene_memory import GeneMemory
-from rotifer.memory.many import Delete, Outcome, Write, change_many, read_many
+from rotifer.memory.views.gene_memory import GeneMemory
+from rotifer.memory.views.many import Delete, Outcome, Write, change_many, read_many
 from tests.memory.conftest import StoreFactory
 from tests.memory.helpers import RETAIN_1_DAY, audit_lines, gene_id
 

@@ -16,8 +16,8 @@ from rotifer.memory import AgentMemoryError, Category, DeployerMemory, GeneMemor
 from rotifer.memory.audit import DEPLOYER
 from rotifer.memory.context import audit_context
 from rotifer.memory.errors import ErrorCode
-from rotifer.memory.folders import deployer_folders, gene_folders
-from rotifer.memory.many import Delete, Outcome, Write, change_many, read_many
+from rotifer.memory.views.folders import deployer_folders, gene_folders
+from rotifer.memory.views.many import Delete, Outcome, Write, change_many, read_many
 
 from .policy import NamespacePolicy
 
@@ -55,7 +55,7 @@ class Caller(Protocol):
                 ) -> dict[str, T]:
         """Each folder (a key up to its last ``/``) under ``key_prefix`` holding an
         entry the caller may read that ``pick`` answers for, with one answer:
-        one entry read per folder, not every entry (:mod:`rotifer.memory.folders`)."""
+        one entry read per folder, not every entry (:mod:`rotifer.memory.views.folders`)."""
         ...
 
     def change_many(self, ops: list[Write | Delete],

@@ -23,7 +23,7 @@ from langgraph.store.base import (
 
 from rotifer.memory import AgentMemoryError, Category, MemoryEntry
 from rotifer.memory.errors import ErrorCode
-from rotifer.memory.many import Delete, Outcome, Write
+from rotifer.memory.views.many import Delete, Outcome, Write
 
 from . import ttl
 from .callers import Caller

@@ -41,11 +41,10 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .backend import AgentRecord, Row, Transaction
-from .changes import Change, to_entry
-from .context import audit_context
-from .errors import AgentMemoryError, ErrorCode
-from .model import (
+from ..context import audit_context
+from ..engine.changes import Change, to_entry
+from ..errors import AgentMemoryError, ErrorCode
+from ..model import (
     UNSET,
     AccessPolicy,
     Category,
@@ -57,9 +56,10 @@ from .model import (
     parse_category,
     parse_retention,
 )
-from .policy import Actor, scope_allows
-from .sql_text import ROW_COLUMNS
-from .sql_transaction import SqlTransaction
+from ..policy import Actor, scope_allows
+from ..storage.backend import AgentRecord, Row, Transaction
+from ..storage.sql_text import ROW_COLUMNS
+from ..storage.sql_transaction import SqlTransaction
 
 if TYPE_CHECKING:
     from .gene_memory import GeneMemory

@@ -23,19 +23,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .backend import Row, Transaction
-from .changes import to_entry
-from .filters import _check_prefix
+from ..engine.changes import to_entry
+from ..filters import _check_prefix
+from ..model import MemoryEntry
+from ..policy import scope_allows
+from ..storage.backend import Row, Transaction
+from ..storage.sql_text import entry_filters
+from ..storage.sql_transaction import SqlTransaction
 from .many import rows_of
-from .model import MemoryEntry
-from .policy import scope_allows
-from .sql_text import entry_filters
-from .sql_transaction import SqlTransaction
 
 if TYPE_CHECKING:
+    from ..store import MemoryStore
     from .deployer_memory import DeployerMemory
     from .gene_memory import GeneMemory
-    from .store import MemoryStore
 
 T = TypeVar("T")
 
