@@ -26,7 +26,7 @@ from ..clock import Clock
 from ..model import AccessPolicy, Category, DataPolicy, RetentionPolicy
 
 if TYPE_CHECKING:
-    from ..audit.index import IndexRow
+    from .index_sql import IndexRow
 
 #: The largest page ``iter_newest`` fetches (its pages start at ``first`` rows,
 #: a query's limit, and double up to this).  A query whose answer lies within
@@ -274,7 +274,7 @@ class Transaction(Protocol):
         ...
 
     def index_entries(self, agent_id: str) -> list[IndexRow]:
-        """The agent's index rows, in log order (:data:`~.audit.index.ENTRY_COLUMNS`)."""
+        """The agent's index rows, in log order (:data:`~.index_sql.ENTRY_COLUMNS`)."""
         ...
 
     def index_summary(self, agent_id: str) -> list[tuple[Any, ...]]:

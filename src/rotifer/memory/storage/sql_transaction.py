@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar, NamedTuple
 
-from ..audit.actions import ROLLED_BACK
-from ..audit.index import CHART_ACTIONS, IndexRow, IndexSql
+from ..audit.actions import CHART_ACTIONS, ROLLED_BACK
 from ..model import Category
 from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
+from .index_sql import IndexRow, IndexSql
 from .rows import decode_agent, decode_brief
 from .sql_text import (
     AGENT_COLUMNS,

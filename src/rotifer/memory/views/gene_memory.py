@@ -2,7 +2,7 @@
 
 Each call acts under the gene's v2 id and domain and checks the entry's access
 policy before every read, write and delete; changes run through
-:meth:`MemoryStore.change <rotifer.memory.store.MemoryStore.change>`, which
+:meth:`Engine.change <rotifer.memory.engine.core.Engine.change>`, which
 times, numbers and audits them.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from ..audit.actions import DELETE, EVICT, UPDATE, WRITE
 from ..engine.changes import Change, to_entry
+from ..engine.core import Engine
 from ..errors import AgentMemoryError, ErrorCode, denied, invalid
 from ..filters import MemoryFilter, ParsedFilter
 from ..model import (
@@ -36,9 +37,6 @@ from ..policy import Actor, check_fits_data_policy, expires_at, scope_allows
 from ..storage.backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
 from .lean import FULL, query_lean, read_lean, write_lean
 from .scan import pick_newest
-
-if TYPE_CHECKING:
-    from ..store import MemoryStore
 
 T = TypeVar("T")
 
@@ -76,7 +74,7 @@ class GeneMemory:
     the view refuses every call exactly as for ``gene_id=None`` (audited with
     no actor), so a malformed string never becomes an entry's ``createdBy``."""
 
-    def __init__(self, store: MemoryStore, agent_id: str, gene_id: str | None,
+    def __init__(self, store: Engine, agent_id: str, gene_id: str | None,
                  domain: str | None, data_policy: DataPolicy, via: str | None = None) -> None:
         self.store = store
         self.agent_id = agent_id

@@ -15,21 +15,19 @@ not call the memory itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from ..engine.changes import to_entry
+from ..engine.core import Engine
 from ..errors import invalid
 from ..filters import _check_prefix
 from ..model import MemoryEntry
 from ..storage.backend import NEWEST_PAGE, Row
 
-if TYPE_CHECKING:
-    from ..store import MemoryStore
-
 T = TypeVar("T")
 
 
-def pick_newest(store: MemoryStore, agent_id: str, key_prefix: str,
+def pick_newest(store: Engine, agent_id: str, key_prefix: str,
                 readable: Callable[[Row], bool], pick: Callable[[MemoryEntry], T | None],
                 count: int | None) -> list[T]:
     """Up to ``count`` (``None``: no bound) non-``None`` answers of ``pick`` over

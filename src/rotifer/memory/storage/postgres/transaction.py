@@ -32,10 +32,10 @@ from typing import Any, Final, Protocol
 
 import psycopg
 
-from ...audit.index import ENTRY_COLUMNS, IndexRow, IndexSql
 from ...clock import Clock
 from ...errors import storage
 from ..backend import AgentRecord, Row
+from ..index_sql import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, put_sql
 from ..sql_transaction import LOOKUP_EXPIRY_AT, SqlTransaction, Statements
 from .rows import make_row, row_params, storable

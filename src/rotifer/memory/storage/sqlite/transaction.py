@@ -7,10 +7,10 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from ...audit.index import ENTRY_COLUMNS, IndexRow, IndexSql
 from ...errors import storage
 from ...model import Category
 from ..backend import NEWEST_PAGE, AgentRecord, Brief, Row
+from ..index_sql import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, newest_sql, prefix_upper_bound, put_sql
 from ..sql_transaction import SqlTransaction, Statements, newest_position
 from .rows import make_row, row_params
