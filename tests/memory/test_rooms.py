@@ -130,3 +130,63 @@ def test_the_check_catches_an_upward_import() -> None:
 def test_every_module_is_in_a_room() -> None:
     for name, _ in modules():
         room_of(name)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (module -> the modules it imports)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        path.append(name)
+        for target in sorted(graph.get(name, ())):
+            if state.get(target) == 1:
+                found.append([*path[path.index(target):], target])
+            elif target in graph and target not in state:
+                visit(target, path)
+        path.pop()
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+    return found
+
+
+def test_no_import_circle_even_within_a_room() -> None:
+    """Not even under ``TYPE_CHECKING``: the store and its views, a view and
+    its lean paths were such circles once."""
+    graph = {name: {target for _, target in imported(name, path)} for name, path in modules()}
+    assert cycles(graph) == []
+    graph["engine.core"].add("store")  # the store imports the engine: now a circle
+    assert [sorted(circle) for circle in cycles(graph)] == [["engine.core", "store", "store"]]
+
+
+def test_the_backend_interface_only_declares() -> None:
+    """``Transaction`` and ``Backend`` say what a backend must do and nothing
+    more: no member has a body a backend would inherit by subclassing them
+    (each backend writes its own, so reading one backend is reading all it does)."""
+    tree = ast.parse((HOME / "storage" / "backend.py").read_text())
+    bodies = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name in ("Transaction", "Backend"):
+            for member in node.body:
+                if isinstance(member, ast.FunctionDef):
+                    code = [stmt for stmt in member.body
+                            if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))]
+                    if code:
+                        bodies.append(f"{node.name}.{member.name}")
+    assert bodies == []
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A name with a leading underscore is its module's own: a module that needs
+    one of another module's means a rule is written in two places."""
+    private = [f"{path.relative_to(HOME)}:{node.lineno} imports {alias.name}"
+               for _, path in modules()
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.ImportFrom)
+               for alias in node.names
+               if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert private == []

@@ -135,7 +135,7 @@ class MemoryStore(Engine):
                 record = tx.get_agent(agent_id)
                 if record is None:
                     return
-                self._begin(change, record)
+                self.begin(change, record)
                 change.line(DROP_AGENT, None, None, record.used_bytes,
                             entries=tx.count(agent_id))
                 log_change(tx, self.audit, agent_id, record.next_seq,

@@ -38,7 +38,7 @@ class Engine:
         self.backend = backend
         self.audit = audit
         self.clock: Clock = clock or SystemClock()
-        #: Whether gene calls try the lean paths (:mod:`rotifer.memory.views.lean`)
+        #: Whether gene calls try the lean paths (:mod:`rotifer.memory.views.gene_view`)
         #: first: the backend's choice (:attr:`Backend.lean_paths`).
         #: ``tests/memory/test_lean.py`` and ``bench/lean.py`` set it either way
         #: to run both paths on the same operations and compare them.
@@ -46,7 +46,7 @@ class Engine:
 
     # -- the machinery every call shares ------------------------------------
 
-    def _begin(self, change: Change, record: AgentRecord, now: int | None = None) -> None:
+    def begin(self, change: Change, record: AgentRecord, now: int | None = None) -> None:
         """Time and number ``change``; called once it holds the agent."""
         now = self.clock.now_us() if now is None else now
         change.now_us = now if now > record.last_us else record.last_us + 1
@@ -79,7 +79,7 @@ class Engine:
                 if opened is None:
                     raise storage(f"agent {agent_id!r} has no memory in this store")
                 record, stale, row = opened
-                self._begin(change, record, clock_now)
+                self.begin(change, record, clock_now)
                 if stale:
                     record = self._purge(tx, record, change, clock_now)
                     if row is not None and row.expires_us is not None \

@@ -182,22 +182,14 @@ class Transaction(Protocol):
         """What cleanup takes from ``category`` to free ``need`` bytes: its entries
         in ``iter_oldest``'s order but ``passing`` (the entry being written), as
         many as free ``need`` -- all of them if together they free less."""
-        victims: list[Brief] = []
-        for brief in self.iter_oldest(agent_id, category):
-            if brief.key == passing:
-                continue
-            victims.append(brief)
-            need -= brief.size
-            if need <= 0:
-                break
-        return victims
+        ...
 
     def evict(self, agent_id: str, category: Category, victims: list[Brief], passing: str
               ) -> None:
         """Delete ``victims``: what :meth:`oldest_to_free` returned for ``category``
         and ``passing`` in this transaction (a backend may delete them as the
         range of the cleanup order they are)."""
-        self.delete(agent_id, [v.key for v in victims])
+        ...
 
     def iter_newest(
         self,
@@ -231,7 +223,7 @@ class Transaction(Protocol):
     ) -> Iterator[tuple[Any, ...]]:
         """:meth:`iter_newest`'s rows as stored, not decoded (the SQL backends'
         ``ROW_COLUMNS`` order, the retention as :meth:`Backend.retention_of` takes it):
-        for the lean query (:mod:`rotifer.memory.lean`), which decodes only what
+        for the lean query (:mod:`rotifer.memory.views.gene_view`), which decodes only what
         an entry needs and hands anything unusual to the full path."""
         ...
 
@@ -321,15 +313,13 @@ class Transaction(Protocol):
         """What a change starts from: :meth:`lookup` at a time read from ``clock``
         while the transaction holds the agent, and that time.
 
-        The default suits a backend whose write transaction holds the agent from
-        its start (SQLite): read the clock, then look up.  One that takes the
-        agent's lock with its first statement (PostgreSQL) overrides it to send
-        the lock and a clock-free lookup together and read the clock when they
-        are back -- so the time is still taken with the agent held, never
-        before waiting for it."""
-        now = clock.now_us()
-        return self.lookup(agent_id, key, now), now
-
+        A backend whose write transaction holds the agent from its start
+        (SQLite) reads the clock, then looks up.  One that takes the agent's
+        lock with its first statement (PostgreSQL) sends the lock and a
+        clock-free lookup together and reads the clock when they are back --
+        so the time is still taken with the agent held, never before waiting
+        for it."""
+        ...
 
 class Backend(Protocol):
     """A storage backend: SQLite (embedded) or PostgreSQL (scale-out)."""
@@ -341,7 +331,7 @@ class Backend(Protocol):
     location: str
     #: The database schema the tables are in; ``""`` where there are none.
     schema: str = ""
-    #: Whether gene calls try the lean paths first (:mod:`rotifer.memory.lean`).
+    #: Whether gene calls try the lean paths first (:mod:`rotifer.memory.views.gene_view`).
     #: A lean path that hands over to the full one has already looked the entry
     #: up: on SQLite a repeated in-process statement (microseconds), on
     #: PostgreSQL repeated round trips (a write that evicts 3 -> 5, a read that
@@ -368,8 +358,7 @@ class Backend(Protocol):
     def peek_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
         """:meth:`Transaction.read_entry` through :meth:`peek`: the lean read's one
         statement (a backend may run it with less ceremony than a context manager)."""
-        with self.peek() as tx:
-            return tx.read_entry(agent_id, key, now_us)
+        ...
 
     def retention_of(self, stored: Any) -> RetentionPolicy:
         """A stored, non-null retention policy (as :meth:`peek_entry` and

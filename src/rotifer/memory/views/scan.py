@@ -20,7 +20,7 @@ from typing import TypeVar
 from ..engine.changes import to_entry
 from ..engine.core import Engine
 from ..errors import invalid
-from ..filters import _check_prefix
+from ..filters import check_prefix
 from ..model import MemoryEntry
 from ..storage.backend import NEWEST_PAGE, Row
 
@@ -33,7 +33,7 @@ def pick_newest(store: Engine, agent_id: str, key_prefix: str,
     """Up to ``count`` (``None``: no bound) non-``None`` answers of ``pick`` over
     the live entries whose key starts with ``key_prefix`` and that ``readable``
     lets through, newest first."""
-    _check_prefix(key_prefix)
+    check_prefix(key_prefix)
     if count is not None and (not isinstance(count, int) or count < 0):
         raise invalid(f"count must be a whole number from 0, not {count!r}")
     kept: list[T] = []

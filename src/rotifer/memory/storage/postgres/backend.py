@@ -307,6 +307,10 @@ class PostgresBackend(Backend):
     def retention_of(stored: Any) -> RetentionPolicy:
         return RetentionPolicy.parse(stored)  # jsonb arrives parsed
 
+    def peek_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
+        with self.peek() as tx:
+            return tx.read_entry(agent_id, key, now_us)
+
     @contextmanager
     def peek(self) -> Iterator[PostgresTransaction]:
         """Autocommit statements, each atomic on its own: the cheapest point read.

@@ -34,7 +34,8 @@ import psycopg
 
 from ...clock import Clock
 from ...errors import storage
-from ..backend import AgentRecord, Row
+from ...model import Category
+from ..backend import AgentRecord, Brief, Row
 from ..index_sql import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, put_sql
 from ..sql_transaction import LOOKUP_EXPIRY_AT, SqlTransaction, Statements
@@ -227,6 +228,22 @@ class PostgresTransaction(SqlTransaction):
         self._later(agent_id, "DELETE FROM memory_agents WHERE agent_id = %s", (agent_id,))
 
     # -- entries --------------------------------------------------------------
+
+    def oldest_to_free(self, agent_id: str, category: Category, need: int, passing: str
+                       ) -> list[Brief]:
+        victims: list[Brief] = []
+        for brief in self.iter_oldest(agent_id, category):
+            if brief.key == passing:
+                continue
+            victims.append(brief)
+            need -= brief.size
+            if need <= 0:
+                break
+        return victims
+
+    def evict(self, agent_id: str, category: Category, victims: list[Brief], passing: str
+              ) -> None:
+        self.delete(agent_id, [v.key for v in victims])
 
     def lookup_holding(self, agent_id: str, key: str | None, clock: Clock
                        ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:

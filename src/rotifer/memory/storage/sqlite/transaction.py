@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from ...clock import Clock
 from ...errors import storage
 from ...model import Category
 from ..backend import NEWEST_PAGE, AgentRecord, Brief, Row
@@ -113,6 +114,13 @@ class SqliteTransaction(SqlTransaction):
             self.conn.execute(
                 "DELETE FROM memory_entries WHERE agent_id = ? AND key IN "
                 f"({', '.join('?' * len(chunk))})", (agent_id, *chunk))
+
+    def lookup_holding(self, agent_id: str, key: str | None, clock: Clock
+                       ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
+        # The write transaction holds the agent from its start (BEGIN
+        # IMMEDIATE): read the clock, then look up.
+        now = clock.now_us()
+        return self.lookup(agent_id, key, now), now
 
     def oldest_to_free(self, agent_id: str, category: Category, need: int, passing: str
                        ) -> list[Brief]:
