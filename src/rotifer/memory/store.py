@@ -28,6 +28,7 @@ from .engine.core import Engine
 from .errors import invalid, storage
 from .model import DataPolicy, check_agent_id
 from .private import private_dir, secure
+from .storage import URL_VARIABLE
 from .storage.backend import AgentRecord, Backend
 from .views.deployer_memory import DeniedMemory, DeployerMemory
 from .views.gene_memory import GeneMemory, GeneMemoryAccess
@@ -60,7 +61,7 @@ class MemoryStore(Engine):
             except OSError as exc:
                 raise storage(f"cannot create {rotifer_dir}: {exc.strerror or exc}") from exc
         secure(rotifer_dir)
-        url = url or os.environ.get("ROTIFER_MEMORY_URL") or None
+        url = url or os.environ.get(URL_VARIABLE) or None
         backend: Backend
         if url is None or url.startswith("sqlite:"):
             from .storage.sqlite import SqliteBackend
@@ -101,7 +102,9 @@ class MemoryStore(Engine):
             if tx.get_agent(agent_id) is not None:
                 raise invalid(f"agent {agent_id!r} already has a memory")
             epoch = new_epoch()
-            tx.insert_agent(AgentRecord(agent_id, quota_bytes, policy, 0, 1, 0, epoch))
+            tx.insert_agent(AgentRecord(agent_id=agent_id, quota_bytes=quota_bytes,
+                                        data_policy=policy, used_bytes=0, next_seq=1,
+                                        epoch=epoch))
             # A new memory: its history starts in the index (rows of an earlier
             # memory of the same name are not its history: they go).
             tx.set_indexed(agent_id, epoch, True, [])
@@ -161,7 +164,7 @@ class MemoryStore(Engine):
 
     def replay_delay(self) -> float | None:
         """Reading a hot standby: how far behind it is, in seconds (see
-        :meth:`rotifer.memory.postgres.PostgresBackend.replay_delay`); None on a
+        :meth:`rotifer.memory.storage.postgres.PostgresBackend.replay_delay`); None on a
         primary or SQLite."""
         if not self.backend.read_only:
             return None

@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .actions import CHART_ACTIONS, IMPORT_AGENT, ROLLED_BACK
+from .actions import CHART_ACTIONS, DROP_AGENT, IMPORT_AGENT, ROLLED_BACK
 from .index import (
     ACTION,
     CATEGORY,
@@ -83,7 +83,7 @@ def _dropped_epoch(path: Any, agent: str) -> str:
     (``""``: none): where a deleted agent's history ends."""
     epoch = ""
     if path is not None:
-        for logged in scan(path, agent, chain=False, only=b'"drop_agent"'):
+        for logged in scan(path, agent, chain=False, only=f'"{DROP_AGENT}"'.encode()):
             epoch = str(logged.line.get("epoch", ""))
     return epoch
 BLOCK = 1 << 16

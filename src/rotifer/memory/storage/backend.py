@@ -10,7 +10,7 @@ A backend only stores rows and hands them back in the orders the rules need:
 * ``iter_expired``: entries whose expiry time has passed.
 
 All three walk an index, so nothing scans a whole agent.  The SQL both SQL
-backends run for them is :mod:`rotifer.memory.sql_text`.  Each write
+backends run for them is :mod:`rotifer.memory.storage.sql_text`.  Each write
 transaction holds the agent exclusively (SQLite ``BEGIN IMMEDIATE``,
 PostgreSQL a row lock on the agent), so the running byte total and the quota
 check can never race.
@@ -43,14 +43,14 @@ class AgentRecord(NamedTuple):
     quota_bytes: int
     data_policy: DataPolicy
     used_bytes: int
-    #: The number the agent's next change gets (see :mod:`rotifer.memory.changes`);
+    #: The number the agent's next change gets (see :mod:`rotifer.memory.engine.changes`);
     #: an entry's ``seq`` is the number of the change that last wrote it.
     next_seq: int
     #: The time of the agent's last committed change (0: none since this was added).
     last_us: int = 0
     #: Which memory of the agent this is: a random id given when it was created
     #: here (``agent create``, ``import``, ``move``); its changes' audit lines
-    #: carry it (``""``: made before issue 22, lines without it).  See
+    #: carry it (``""``: made before epochs were, lines without it).  See
     #: :mod:`rotifer.memory.audit.lineage`.
     epoch: str = ""
     #: The anchor: the hash of the last audit line of the agent's last committed
@@ -87,7 +87,7 @@ class Brief(NamedTuple):
     """An entry without its value: enough to evict or expire it and audit that.
 
     A named tuple rather than a frozen dataclass: a write that evicts 100
-    entries builds a Brief per candidate, and a tuple is built ~4x faster."""
+    entries builds a Brief per candidate, and a tuple is built several times faster."""
 
     key: str
     category: Category
@@ -104,9 +104,9 @@ def new_row(agent_id: str, key: str, category: Category, value: bytes, created_b
             creator_domain: str | None, last_accessed_by: str, created_us: int,
             updated_us: int, access: AccessPolicy, retention: RetentionPolicy | None,
             expires_us: int | None, seq: int) -> Row:
-    """``Row(...)`` positionally, for backends decoding what they read: the
-    tuple built directly, without the named tuple's ``__new__`` (a Python
-    function with keyword handling; ~0.3 µs of a query's ~4 µs per row)."""
+    """``Row(...)``, the tuple built directly, without the named tuple's
+    ``__new__`` (a Python function with keyword handling, a tenth of a
+    decoded row's cost): for the backends' decoders, and the views' writes."""
     row: Row = _tuple_new(Row, (agent_id, key, category, value, created_by, creator_domain,
                                 last_accessed_by, created_us, updated_us, access, retention,
                                 expires_us, seq))
@@ -148,7 +148,7 @@ class Transaction(Protocol):
 
     def read_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
         """:meth:`lookup` for the lean read, undecoded: "has anything expired?",
-        then the entry's ``READ_COLUMNS`` as stored (:mod:`rotifer.memory.sql_text`;
+        then the entry's ``READ_COLUMNS`` as stored (:mod:`rotifer.memory.storage.sql_text`;
         all ``None``: no such entry); ``None``: no such agent."""
         ...
 

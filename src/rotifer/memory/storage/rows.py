@@ -1,7 +1,7 @@
 """Stored entries to SQL parameters and back, for both backends.
 
 The two backends keep the same columns (``ROW_COLUMNS`` in
-:mod:`rotifer.memory.sql_text`) and differ only in how a retention policy is
+:mod:`rotifer.memory.storage.sql_text`) and differ only in how a retention policy is
 stored (SQLite: JSON text; PostgreSQL: ``jsonb``), so each passes its own
 retention conversion and everything else is written once here.
 

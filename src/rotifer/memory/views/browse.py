@@ -3,7 +3,7 @@
 ``DeployerMemory.list`` hands back every entry; a page that shows 50 of an
 agent's 100,000 entries must not read them all.  These functions read through
 the backend interface (``Transaction.browse`` and ``category_usage``, one
-statement each, whose SQL is :func:`~rotifer.memory.sql_text.browse_sql`,
+statement each, whose SQL is :func:`~rotifer.memory.storage.sql_text.browse_sql`,
 written once for both backends), and never return a value: values do not
 leave the database, and an :class:`EntryInfo` has no value field at all, so
 nothing built on it can show one.

@@ -66,7 +66,7 @@ class DeployerMemory:
              count: int | None) -> builtins.list[T]:
         """Up to ``count`` non-``None`` answers of ``pick`` over the live entries
         under ``key_prefix``, newest first, read only until ``count`` are kept
-        (:mod:`rotifer.memory.scan`); ``pick`` sees values, so it must not print them."""
+        (:mod:`rotifer.memory.views.scan`); ``pick`` sees values, so it must not print them."""
         return pick_newest(self.store, self.agent_id, key_prefix, _any_row, pick, count)
 
     def read(self, key: str) -> MemoryEntry | None:

@@ -1,6 +1,6 @@
 """Reading an agent's entries under a key prefix until a caller has what it
 wants: the page an integration needs, without a query's limit of 1000 entries
-and 4 MiB (issue 32).
+and 4 MiB.
 
 :func:`pick_newest` walks the live entries under a prefix newest first (the
 query order), from one snapshot, hands each the caller may read to ``pick``,

@@ -7,7 +7,7 @@ sources.  Put untrusted input in CACHE, or give it a maxRetentionDays so it
 expires."  :func:`write_untrusted` is that advice as a call a gene can make
 instead of ``write_memory``::
 
-    from rotifer.memory.untrusted import write_untrusted
+    from rotifer.memory.views.untrusted import write_untrusted
 
     def express(input, ctx):
         # a web page is untrusted: cached, so it is the first thing cleared for space

@@ -61,7 +61,7 @@ MAX_QUEUED: Final = 32
 
 PUT_SQL: Final = put_sql("%s")
 LOCK_AGENT_SQL: Final = "SELECT 1 FROM memory_agents WHERE agent_id = %s FOR UPDATE"
-#: :func:`~rotifer.memory.sql_text.lookup_sql` without the clock: the agent's earliest expiry instead of
+#: :func:`~rotifer.memory.storage.sql_text.lookup_sql` without the clock: the agent's earliest expiry instead of
 #: "has anything expired by now?", so it can travel with the lock and the clock
 #: be read once the lock is held (the partial expiry index answers it).
 #: Parameters: key, agent id.
@@ -108,7 +108,7 @@ class Opener(Protocol):
 
 
 class PostgresTransaction(SqlTransaction):
-    """:class:`~rotifer.memory.backend.Transaction` over one psycopg connection.
+    """:class:`~rotifer.memory.storage.backend.Transaction` over one psycopg connection.
 
     ``conn`` is ``None`` until the first statement (then ``opener`` begins the
     transaction with it); ``locked`` names the agent whose row this
@@ -250,7 +250,7 @@ class PostgresTransaction(SqlTransaction):
         """:meth:`lookup` as the first statement of a change, in the round trip that
         begins the transaction and locks the agent; the clock is read once that
         round trip is back, so with the lock held (see
-        :meth:`rotifer.memory.backend.Transaction.lookup_holding`).  Returns (what
+        :meth:`rotifer.memory.storage.backend.Transaction.lookup_holding`).  Returns (what
         ``lookup`` returns, now)."""
         if self.conn is not None or not storable(agent_id):
             now = clock.now_us()

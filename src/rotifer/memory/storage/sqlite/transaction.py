@@ -1,5 +1,5 @@
 """The SQL of each operation inside one SQLite transaction (the reading
-statements are shared with PostgreSQL: :mod:`rotifer.memory.sql_transaction`)."""
+statements are shared with PostgreSQL: :mod:`rotifer.memory.storage.sql_transaction`)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ INDEX_SELECT = (f"SELECT {ENTRY_COLUMNS} FROM memory_audit_index WHERE agent_id 
 
 
 class SqliteTransaction(SqlTransaction):
-    """:class:`~rotifer.memory.backend.Transaction` over one sqlite3 connection."""
+    """:class:`~rotifer.memory.storage.backend.Transaction` over one sqlite3 connection."""
 
     __slots__ = ("conn",)
 
