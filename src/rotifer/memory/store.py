@@ -132,7 +132,7 @@ class MemoryStore(Engine):
 
     def drop_agent(self, agent_id: str) -> None:
         """Remove an agent's whole memory (used for ``rotifer test``'s memory)."""
-        change = Change(agent_id, 0, DEPLOYER, removes_agent=True)
+        change = Change(agent_id, actor=DEPLOYER, removes_agent=True)
         try:
             with self.backend.write(agent_id) as tx:
                 record = tx.get_agent(agent_id)

@@ -76,8 +76,10 @@ class Change:
     """What one write transaction will do: audit lines first, then the change."""
 
     agent_id: str | None
-    now_us: int
-    actor: str | None
+    #: The change's time, set once it holds the agent (:meth:`Engine.begin
+    #: <rotifer.memory.engine.core.Engine.begin>`), or given for a refusal.
+    now_us: int = 0
+    actor: str | None = None
     #: The agent's change number (``None`` outside an agent's transaction).
     seq: int | None = None
     #: The agent's epoch (its row's; ``""`` for an agent made before epochs were):

@@ -69,7 +69,7 @@ class Engine:
         does not commit after its lines were appended, :func:`settle` says so
         in the log before the exception goes on.
         """
-        change = Change(agent_id, 0, actor)
+        change = Change(agent_id, actor=actor)
         try:
             with self.backend.write(agent_id) as tx:
                 # The clock is read only holding the agent (see changes.py).
@@ -117,7 +117,10 @@ class Engine:
     def has_expired(self, agent_id: str, now_us: int) -> bool:
         with self.backend.peek() as tx:
             opened = tx.lookup(agent_id, None, now_us)
-        return opened is not None and opened[1]
+        if opened is None:
+            return False
+        _, stale, _ = opened
+        return stale
 
     def surely_absent(self, agent_id: str, key: str) -> bool:
         """True when one lock-free statement shows the agent, nothing expired and
@@ -126,7 +129,10 @@ class Engine:
         other answer (no agent, something to purge, an entry) goes the full way."""
         with self.backend.peek() as tx:
             opened = tx.lookup(agent_id, key, self.clock.now_us())
-        return opened is not None and not opened[1] and opened[2] is None
+        if opened is None:
+            return False
+        _, stale, row = opened
+        return not stale and row is None
 
     def purge_expired(self, agent_id: str) -> None:
         """Remove (and audit) whatever has expired, if anything has.  Not on a
@@ -143,7 +149,7 @@ class Engine:
         """Audit (and report to telemetry) a call refused before any transaction;
         ``via`` as for :meth:`for_gene`."""
         error = denied(reason)
-        change = Change(agent_id, self.clock.now_us(), actor)
+        change = Change(agent_id, now_us=self.clock.now_us(), actor=actor)
         change.refuse(error, operation, key if isinstance(key, str) else None, None)
         if via is not None:
             change.lines[-1]["via"] = via

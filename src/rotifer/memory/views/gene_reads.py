@@ -52,7 +52,7 @@ class GeneReads(GeneView):
         now = store.clock.now_us()
         with store.backend.peek() as tx:
             opened = tx.lookup(self.agent_id, key, now)  # one statement
-        stale, row = (False, None) if opened is None else opened[1:]
+        _, stale, row = (None, False, None) if opened is None else opened
         if not stale:
             if row is None or (wanted is not None and row.category is not wanted):
                 return None
@@ -205,8 +205,10 @@ class GeneReads(GeneView):
         found: list[MemoryEntry] = []
         with store.backend.peek() as tx:
             opened = tx.lookup(agent, None, now)  # = store.has_expired's statement
-            if opened is not None and opened[1]:
-                return FULL
+            if opened is not None:
+                _, stale, _ = opened
+                if stale:
+                    return FULL
             now = store.clock.now_us()  # read again, as the full path does after its purge check
             rows = tx.iter_newest_rows(agent, category=wanted.category, key_prefix=prefix,
                                        since_us=wanted.since_us, until_us=wanted.until_us,

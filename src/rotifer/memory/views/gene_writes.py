@@ -177,13 +177,15 @@ class GeneWrites(GeneView):
         key = cast(str, key)  # check_key passed
         size += len(data)
         store, agent, gene = self.store, self.agent_id, actor.gene_id
-        change = Change(agent, 0, gene)
+        change = Change(agent, actor=gene)
         try:
             with store.backend.write(agent) as tx:
                 opened, clock_now = tx.lookup_holding(agent, key, store.clock)
-                if opened is None or opened[1]:
-                    raise GoFull  # no agent, or something to purge first
-                record, _, old = opened
+                if opened is None:
+                    raise GoFull  # no agent: the full path says so
+                record, stale, old = opened
+                if stale:
+                    raise GoFull  # something to purge first
                 store.begin(change, record, clock_now)
                 if old is None:
                     access = DEFAULT_ACCESS_POLICY
