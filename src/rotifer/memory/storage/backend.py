@@ -1,8 +1,15 @@
-"""The small interface every storage backend implements.
+"""The interface every storage backend implements: declarations only.
+
+Nothing here has a body a backend would inherit: a backend's module is all
+that backend does.  The interface is not small (an agent's record, its
+entries, the scans below, the lean paths' undecoded reads, the backend's own
+copy of the audit lines, the history index), but each member is something a
+rule above needs from storage and nothing else gives it.
 
 The policy rules (scopes, data policy, quota, cleanup order, retention, audit)
-live in :mod:`rotifer.memory.store`, above this interface, and are written once.
-A backend only stores rows and hands them back in the orders the rules need:
+live above this interface (:mod:`rotifer.memory.engine`,
+:mod:`rotifer.memory.views`) and are written once.  A backend only stores rows
+and hands them back in the orders the rules need:
 
 * ``iter_oldest``: one category's entries, least recently updated first
   (ties in write order) -- the cleanup order;
