@@ -1,4 +1,4 @@
-"""The lean paths (rotifer.memory.views.lean) against the full ones, on the same operations.
+"""The lean paths (rotifer.memory.views.gene_view) against the full ones, on the same operations.
 
 Two stores on their own databases and their own audit logs, one clock: store
 ``lean`` takes the lean write, read and query paths wherever they apply,
@@ -31,8 +31,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rotifer.memory import AgentMemoryError, DataPolicy, ManualClock, MemoryStore
-from rotifer.memory.views import gene_memory
-from rotifer.memory.views import lean as lean_module
+from rotifer.memory.views.gene_memory import GeneMemory
+from rotifer.memory.views.gene_view import FULL
 
 from .conftest import StoreFactory
 from .helpers import gene_id
@@ -167,14 +167,14 @@ def state(store: MemoryStore) -> list[Any]:
 def ways(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """How each call went: ``write lean``, ``write full``, ... (a spy on the three)."""
     counts: Counter[str] = Counter()
-    for name in ("write_lean", "read_lean", "query_lean"):
-        real = getattr(lean_module, name)
+    for name in ("_write_lean", "_read_lean", "_query_lean"):
+        real = getattr(GeneMemory, name)
 
         def spy(*args: Any, _real: Any = real, _name: str = name) -> Any:
             answer = _real(*args)
-            counts[f"{_name[:-5]} {'full' if answer is lean_module.FULL else 'lean'}"] += 1
+            counts[f"{_name[1:-5]} {'full' if answer is FULL else 'lean'}"] += 1
             return answer
-        monkeypatch.setattr(gene_memory, name, spy)
+        monkeypatch.setattr(GeneMemory, name, spy)
     # One epoch for every agent of both stores: the two logs are then the same bytes.
     monkeypatch.setattr("rotifer.memory.store.new_epoch", lambda: "0123456789ab")
     return counts

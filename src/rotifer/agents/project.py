@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import InvalidAgent, ProjectNotFound, RotiferError
 from rotifer.memory.private import private_dir, secure
+from rotifer.memory.storage import URL_VARIABLE
 
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene
@@ -34,7 +35,7 @@ DOT = ".rotifer"
 GENES = "genes"
 CONFIG = "config.json"
 ENV_PROJECT = "ROTIFER_PROJECT"
-ENV_MEMORY_URL = "ROTIFER_MEMORY_URL"
+ENV_MEMORY_URL = URL_VARIABLE
 #: The keys ``.rotifer/config.json`` may hold; any other is INVALID_CONFIG.
 CONFIG_KEYS = frozenset({"memoryUrl"})
 

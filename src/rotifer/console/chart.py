@@ -18,7 +18,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rotifer.memory.audit.actions import ENDS, REMOVES, SETS
+from rotifer.memory.audit.actions import (
+    ACCESS_DENIED,
+    ENDS,
+    EVICT,
+    EXPIRE,
+    QUOTA_EXCEEDED,
+    REMOVES,
+    SETS,
+)
 from rotifer.memory.audit.history import Step
 from rotifer.memory.clock import format_time, parse_time
 from rotifer.memory.model import Category
@@ -114,8 +122,7 @@ def nice_top(value: int) -> int:
 
 
 #: What the chart marks below its time axis, by audit action.
-MARKS = {"evict": "evict", "expire": "evict", "access_denied": "refusal",
-         "quota_exceeded": "refusal"}
+MARKS = {EVICT: "evict", EXPIRE: "evict", ACCESS_DENIED: "refusal", QUOTA_EXCEEDED: "refusal"}
 
 
 def svg(points: list[Point], quota: int, marks: Iterable[tuple[int, str]] = ()) -> str:

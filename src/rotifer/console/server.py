@@ -23,8 +23,6 @@ from rotifer.genes.errors import RotiferError
 from .app import create_app
 from .security import IDLE_SECONDS, Sessions
 
-DEFAULT_PORT = 8700
-
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":

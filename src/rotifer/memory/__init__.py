@@ -3,8 +3,21 @@
 The memory belongs to the agent, not to any gene.  Genes reach it through a
 :class:`GeneMemory` view (their ``ctx.memory``) with the seed's four calls;
 the deployer through :class:`DeployerMemory`.  Storage backends (SQLite,
-PostgreSQL) sit behind :mod:`rotifer.memory.backend`; the rules above it are
-the same for both.
+PostgreSQL) sit behind :mod:`rotifer.memory.storage.backend`; the rules above
+it are the same for both.
+
+The package is built in rooms, and a module imports only from its own room
+and the rooms below it (``tests/memory/test_rooms.py`` checks every import,
+those under ``TYPE_CHECKING`` too, and that there is no circle)::
+
+    transfer/    export, import, move; this package's public names
+    store        MemoryStore: opening, the agents' lives, the views handed out
+    views/       the gene's view and the deployer's, scan, untrusted
+    engine/      Engine: the one way a change is made; changes: its lines
+    audit/       the audit log: writing, the index, reading, verifying
+    storage/     the backend interface, the shared SQL, sqlite/, postgres/
+    (vocabulary) model, errors, clock, filters, policy, quota, paging,
+                 context, signals, private; audit/actions (the action names)
 """
 
 from typing import TYPE_CHECKING, Any
@@ -41,7 +54,7 @@ if TYPE_CHECKING:
 #: Where each public name lives.  Speed: the names load on first use (PEP 562),
 #: so that importing a light module of the package (``rotifer.memory.signals``,
 #: ``.errors``, ``.clock``) does not import the store, the audit log and the
-#: backends with it -- about 30 ms of a command's start-up (bench/startup.py).
+#: backends with it: a good part of a command's start-up (bench/startup.py).
 _HOMES = {
     "AccessPolicy": ".model",
     "AgentMemoryError": ".errors",

@@ -1,4 +1,4 @@
-"""The run a change was made for, on its audit line (issue 32).
+"""The run a change was made for, on its audit line.
 
 An integration that acts for something with its own identity -- a LangGraph
 thread and run -- sets :func:`audit_context` around its memory calls; every

@@ -46,7 +46,7 @@ class MemoryFilter:
         category = data.get("category")
         prefix = data.get("keyPrefix")
         if prefix is not None:
-            _check_prefix(prefix)
+            check_prefix(prefix)
         limit = data.get("limit")
         if limit is None:
             limit = DEFAULT_QUERY_LIMIT
@@ -61,7 +61,7 @@ class MemoryFilter:
         )
 
 
-def _check_prefix(prefix: object) -> None:
+def check_prefix(prefix: object) -> None:
     """A prefix is held to the rules of a key's text (it is compared with keys in
     the backend's text type): no NUL, no lone surrogate (no UTF-8 encoder takes one)."""
     if not isinstance(prefix, str):

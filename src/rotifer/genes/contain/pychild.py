@@ -34,7 +34,7 @@ from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene
 from rotifer.genes.python import GeneInfo, run_in_process
 from rotifer.memory import UNSET, AgentMemoryError, Category, MemoryEntry
 from rotifer.memory.model import stored_entry
-from rotifer.memory.storage.rows import _CATEGORIES, _POLICIES, access_policy_of
+from rotifer.memory.storage.rows import CATEGORIES, POLICIES, access_policy_of
 
 from .jsonline import decode
 from .replies import ShortEntry
@@ -77,14 +77,14 @@ def _entry(doc: Any) -> MemoryEntry:
     through ``from_json``, which checks it and raises what it raises."""
     try:
         policy_doc = doc["accessPolicy"]
-        policy = _POLICIES[policy_doc["readScope"], policy_doc["writeScope"],
+        policy = POLICIES[policy_doc["readScope"], policy_doc["writeScope"],
                            policy_doc["sharePolicy"]]
         texts = [doc[f] for f in _TEXT_FIELDS]
         if (doc["retentionPolicy"] is not None or len(doc) != 10 or len(policy_doc) != 3
                 or not all(type(t) is str for t in texts)):
             raise KeyError  # not the usual entry
         value = binascii.a2b_base64(doc["value"], strict_mode=True)
-        category = _CATEGORIES[doc["category"]]
+        category = CATEGORIES[doc["category"]]
     except (KeyError, TypeError, ValueError):  # binascii.Error is a ValueError
         return MemoryEntry.from_json(doc)
     entry_id, key, created_by, last_accessed_by, created_at, updated_at = texts
@@ -101,7 +101,7 @@ def _compact(doc: list[Any], key: str, value: bytes | None) -> MemoryEntry:
         value = binascii.a2b_base64(short.value)
     elif value is None:  # pragma: no cover - the parent answers a write only with its value sent
         raise RuntimeError("the bridge answered without the entry's value")
-    return stored_entry(short.entry_id, _CATEGORIES[short.category], key, value,
+    return stored_entry(short.entry_id, CATEGORIES[short.category], key, value,
                         short.created_by, short.last_accessed_by, short.created_at,
                         short.updated_at,
                         access_policy_of(short.read_scope, short.write_scope,

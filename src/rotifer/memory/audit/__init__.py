@@ -18,7 +18,7 @@ chain over every line is what makes a removed, edited or reordered line of
 *any* kind show.  It continues across rotation (the first line of a new file
 names the last line of the file before it).  Every line of a change made in
 an agent's transaction also carries ``"seq"``: the agent's change sequence
-number (see :mod:`rotifer.memory.changes`), the same on all lines of one
+number (see :mod:`rotifer.memory.engine.changes`), the same on all lines of one
 change, one more for each committed change of the agent.  Lines without
 ``seq`` (``export``, and refusals made before any transaction) change nothing.
 
@@ -36,7 +36,13 @@ starts, its first line chained to the last line of the kept one.  Nothing is
 deleted: removing old files is the deployer's decision (``verify`` then
 reports that the log starts mid-chain).
 
-Action names (the ``action`` field):
+Its room: above :mod:`rotifer.memory.storage` (the index's table is
+storage's: :mod:`rotifer.memory.storage.index_sql`), below the engine and the
+store; the readers (:mod:`.history`, :mod:`.verify`) take a store's parts
+(:class:`.history.StoreParts`), not the store.  The action names
+(:mod:`.actions`) are vocabulary every room may use.
+
+Action names (the ``action`` field, one constant each in :mod:`.actions`):
 
 =================  =========================================================
 ``write``          a new entry was created

@@ -34,3 +34,6 @@ ENDS: Final = frozenset({DROP_AGENT, MOVE})
 STARTS: Final = IMPORT_AGENT
 #: Refusals: logged, change nothing.
 REFUSALS: Final = frozenset({QUOTA_EXCEEDED, ACCESS_DENIED})
+#: The actions the usage chart follows (the others change no bytes), in one
+#: fixed order: the index's ``steps`` statement lists them as parameters.
+CHART_ACTIONS: Final[tuple[str, ...]] = tuple(sorted(SETS | REMOVES | ENDS))

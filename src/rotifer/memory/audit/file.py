@@ -5,8 +5,8 @@ in the file.  Each call appends all of its lines with one ``write(2)`` on a
 file opened with ``O_APPEND``, under an exclusive ``flock``, so lines from
 several processes never interleave.
 
-The log is kept open.  Opening and closing it for every change cost ~7 µs
-of CPU here (more on a slow filesystem); instead the descriptor stays open, and every append,
+The log is kept open.  Opening and closing it for every change costs more
+than the append itself (more still on a slow filesystem); instead the descriptor stays open, and every append,
 holding the lock, checks with one ``stat`` of the path that the path still
 names the open file with the same permissions: the device, inode and mode
 the file had when it was opened.  An inode number cannot be given to another
@@ -288,9 +288,9 @@ class LogFile:
                 fd = kept.fd
                 try:
                     _lock(fd, deferral)
-                    # The single-stat check (issue 24): one ``stat`` of the path
-                    # against the device, inode and mode remembered at the open,
-                    # instead of ``fstat`` + ``stat`` (~3 µs of a ~10 µs append).
+                    # The single-stat check: one ``stat`` of the path against
+                    # the device, inode and mode remembered at the open, instead
+                    # of ``fstat`` + ``stat`` (a third of an append's time).
                     # Our descriptor keeps the inode alive, so no other file can
                     # have this (device, inode): a match is our file, and the
                     # ``stat`` is its own (its size then tells whether anyone

@@ -26,21 +26,20 @@ import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
 
 from ..clock import parse_time
-from .actions import IMPORT_AGENT, ROLLED_BACK
+from ..storage.index_sql import IndexRow
+from .actions import CHART_ACTIONS, DROP_AGENT, IMPORT_AGENT, ROLLED_BACK
 from .index import (
     ACTION,
     CATEGORY,
-    CHART_ACTIONS,
     END,
     EPOCH,
     KEY_HASH,
     NBYTES,
     SEQ,
     TS_US,
-    IndexRow,
     IndexStale,
     LineReader,
     key_hash,
@@ -50,10 +49,26 @@ from .read import Logged, LogProblem, Scan, scan
 from .replay import Replay
 
 if TYPE_CHECKING:
-    from ..storage.backend import AgentRecord, Transaction
-    from ..store import MemoryStore
+    from ..clock import Clock
+    from ..storage.backend import AgentRecord, Backend, Transaction
+    from .log import AuditLog
 
-__all__ = ["AuditLine", "audit_history"]
+__all__ = ["AuditLine", "StoreParts", "audit_history"]
+
+
+class StoreParts(Protocol):
+    """What the readers (this module, :mod:`.verify`) use of a store: its
+    backend, audit log and clock -- a :class:`~rotifer.memory.store.MemoryStore`
+    is one (the audit room sits below the store and does not import it)."""
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+    @property
+    def clock(self) -> Clock: ...
 
 #: One audit line as written (without ``prev``): ``ts``, ``agent``, ``action``,
 #: ``key``, ``category``, ``actor``, ``bytes``, ``entryId``, the action's own
@@ -68,13 +83,13 @@ def _dropped_epoch(path: Any, agent: str) -> str:
     (``""``: none): where a deleted agent's history ends."""
     epoch = ""
     if path is not None:
-        for logged in scan(path, agent, chain=False, only=b'"drop_agent"'):
+        for logged in scan(path, agent, chain=False, only=f'"{DROP_AGENT}"'.encode()):
             epoch = str(logged.line.get("epoch", ""))
     return epoch
 BLOCK = 1 << 16
 
 
-def audit_history(store: MemoryStore, agent: str, *, key: str | None = None,
+def audit_history(store: StoreParts, agent: str, *, key: str | None = None,
                   actor: str | None = None, since_us: int | None = None,
                   limit: int | None = None,
                   progress: Callable[[Scan], None] | None = None,
@@ -310,9 +325,9 @@ def _imports_from_index(tx: Transaction, path: Path | None, agent: str,
 Step: TypeAlias = tuple[int, str, object, "str | None", int]
 
 
-def usage_steps(store: MemoryStore, agent: str) -> list[Step]:
+def usage_steps(store: StoreParts, agent: str) -> list[Step]:
     """The committed lines of ``agent``'s history that the chart follows (the
-    actions of :data:`.index.CHART_ACTIONS`), oldest first: from the index's
+    actions of :data:`.actions.CHART_ACTIONS`), oldest first: from the index's
     columns alone when it is usable (no line read but its imports'), else from
     :func:`audit_history`."""
     path = store.audit.path

@@ -43,15 +43,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..clock import parse_time
-from .actions import ENDS, REMOVES, SETS
+from ..storage.index_sql import IndexRow
 from .file import Placed, current_number
-
-#: The columns a reader gets, in this order (:class:`Entry`).
-ENTRY_COLUMNS = "file_no, off, len, seq, epoch, ts_us, action, key_hash, category, nbytes"
 
 
 class Entry(NamedTuple):
-    """One indexed line of an agent (see the module doc)."""
+    """One indexed line of an agent (see the module doc): the columns of
+    :data:`~rotifer.memory.storage.index_sql.ENTRY_COLUMNS`, named."""
 
     file_no: int
     off: int
@@ -65,51 +63,12 @@ class Entry(NamedTuple):
     nbytes: int
 
 
-#: A row as the backends return it: the :data:`ENTRY_COLUMNS` as a plain tuple.
-#: A history of 100,000 lines is 100,000 rows, and making each an :class:`Entry`
-#: costs more than fetching it, so the passes over all of them read these
-#: positions, and only the rows whose lines are read become entries.
-IndexRow = tuple[Any, ...]
+#: The positions in an :data:`IndexRow` the passes over all rows read.
 SEQ, EPOCH, TS_US, ACTION, KEY_HASH, CATEGORY, NBYTES = 3, 4, 5, 6, 7, 8, 9
 
 
-#: The actions the chart follows (the others change no bytes).
-CHART_ACTIONS: tuple[str, ...] = tuple(sorted(SETS | REMOVES | ENDS))
 #: Past every place: the start of a walk from the newest row back.
 END = (1 << 62, 1 << 62)
-
-
-class IndexSql(NamedTuple):
-    """The reading statements, with one backend's placeholder ``p``."""
-
-    #: Per epoch of the agent: the newest committed change's number, the newest number.
-    summary: str
-    #: The rows of one action, in log order.
-    of_action: str
-    #: Rows before a place, newest first: in a time window, without an action (``""``:
-    #: none left out), of a key's hash unless the flag says any key; at most N.
-    page: str
-    #: What the chart needs of the rows of :data:`CHART_ACTIONS`, in log order.
-    steps: str
-    #: The newest numbered row's number that is not a ``rolled_back`` line (read
-    #: from the end: it is almost always the last row).
-    last: str
-
-    @classmethod
-    def using(cls, p: str) -> IndexSql:
-        table = "memory_audit_index WHERE agent_id = " + p
-        return cls(
-            f"SELECT epoch, max(CASE WHEN action <> {p} THEN seq END), max(seq) FROM {table} "
-            "AND seq IS NOT NULL GROUP BY epoch",
-            f"SELECT {ENTRY_COLUMNS} FROM {table} AND action = {p} ORDER BY file_no, off",
-            f"SELECT {ENTRY_COLUMNS} FROM {table} AND (file_no < {p} OR (file_no = {p} AND "
-            f"off < {p})) AND ts_us >= {p} AND ts_us < {p} AND action <> {p} AND "
-            f"({p} OR key_hash = {p}) "
-            f"ORDER BY file_no DESC, off DESC LIMIT {p}",
-            f"SELECT ts_us, action, key_hash, category, nbytes FROM {table} AND action IN ("
-            + ", ".join([p] * len(CHART_ACTIONS)) + ") ORDER BY file_no, off",
-            f"SELECT seq FROM {table} AND seq IS NOT NULL AND action <> {p} "
-            "ORDER BY file_no DESC, off DESC LIMIT 1")
 
 
 class IndexStale(Exception):

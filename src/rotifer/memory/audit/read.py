@@ -52,7 +52,7 @@ class Scan:
     """What a pass over the whole log counted."""
 
     lines: int = 0
-    #: Lines without ``prev`` (written before issue 15): taken as written.
+    #: Lines without ``prev`` (written before the chain was): taken as written.
     legacy: int = 0
     #: Bytes read so far (for a progress bar), and the log's total size.
     done: int = 0

@@ -46,8 +46,8 @@ def line_text(ts: str, agent: str | None, action: str, key: str | None,
     ``ENCODER.encode`` makes of that dict.
 
     Built from a template because every change writes at least one line and
-    an eviction one per victim: the generic encoder takes ~4 µs a line (its
-    per-call setup and per-field dispatch), this ~1 µs.  The HEAD fields are
+    an eviction one per victim: the generic encoder takes about four times as
+    long (its per-call setup and per-field dispatch).  The HEAD fields are
     strings or ``None`` (``nbytes`` an int) as the store makes them; anything
     else goes to the encoder.  ``extra`` must not repeat a HEAD field."""
     if nbytes.__class__ is not int:
@@ -82,10 +82,10 @@ class BriefTemplate:
     {"createdBy": created_by, **shared}, seq, epoch)`` for string fields and an int
     ``nbytes``: the parts all of them share are cut from one sample line here,
     beside :func:`line_text`, whose field order the cuts rely on; :meth:`texts`
-    makes many at once.  What it saves: a write that evicts 100 entries spends
-    ~0.6 µs a line on its audit text (load 9), where a chain of ``+`` (a new
-    string per field) took ~1.3 and the generic encoder ~4; one f-string builds
-    a line in one allocation.
+    makes many at once.  What it saves: one f-string builds a line in one
+    allocation, where a chain of ``+`` makes a new string per field and the
+    generic encoder dispatches per field (docs/benchmarks.md, "Figures behind
+    the code's choices").
     ``shared`` must not hold ``createdBy`` or a HEAD field.
     """
 
@@ -157,8 +157,7 @@ def chain(bodies: Sequence[bytes], prev: str | None) -> tuple[bytes, str]:
 
     Each link is kept as the bytes it is spliced in as (``hexlify`` of the
     digest: no hex string made and encoded again), so a line costs its SHA-256
-    and two concatenations: ~12% less a line of an eviction (A/B in one run);
-    the SHA-256 is most of what is left."""
+    and two concatenations; the SHA-256 is most of what is left."""
     out: list[bytes] = []
     append = out.append
     tail = b',"prev":null}' if prev is None else b',"prev":"' + prev.encode() + b'"}'

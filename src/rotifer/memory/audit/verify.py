@@ -46,21 +46,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..clock import format_time
 from ..storage.backend import AgentRecord, Transaction
 from .actions import ROLLED_BACK
 from .file import Placed
-from .history import is_simple
+from .history import StoreParts, is_simple
 from .index import Entry, entry_of, rows_for
 from .lineage import history_lines, lineage, note_import
 from .read import Logged, LogProblem, Scan, read_chained, scan
 from .replay import Replay, compare, counted
 from .text import rolled_back_line
-
-if TYPE_CHECKING:
-    from ..store import MemoryStore
 
 __all__ = ["LogProblem", "Logged", "Report", "read_chained", "verify_agent"]
 
@@ -226,7 +223,7 @@ def _local_phantoms(path: Path, agent: str, epoch: str,
     return [(epoch, seq) for seq, missing in found.items() if missing]
 
 
-def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True, anchor: bool = True,
+def verify_agent(store: StoreParts, agent: str, *, repair: bool = True, anchor: bool = True,
                  progress: Callable[[Scan], None] | None = None) -> Report:
     """Verify ``agent``'s log against ``store`` (see the module doc), holding the
     agent.  ``anchor=False`` skips the anchor check (for tests that show what it

@@ -53,7 +53,7 @@ from ..model import Category, MemoryEntry, entry_id, entry_ids, stored_entry
 from ..storage.backend import Backend, Brief, Row, Transaction
 
 HEAD_FIELDS = frozenset(HEAD)
-#: Each category's name (``Category.value`` is a property, ~0.1 µs a read).
+#: Each category's name (``Category.value`` is a property: a call on every read).
 _VALUES = {c: c.value for c in Category}
 
 
@@ -76,11 +76,13 @@ class Change:
     """What one write transaction will do: audit lines first, then the change."""
 
     agent_id: str | None
-    now_us: int
-    actor: str | None
+    #: The change's time, set once it holds the agent (:meth:`Engine.begin
+    #: <rotifer.memory.engine.core.Engine.begin>`), or given for a refusal.
+    now_us: int = 0
+    actor: str | None = None
     #: The agent's change number (``None`` outside an agent's transaction).
     seq: int | None = None
-    #: The agent's epoch (its row's; ``""`` for an agent made before issue 22):
+    #: The agent's epoch (its row's; ``""`` for an agent made before epochs were):
     #: every line of the change carries it, next to ``seq``.
     epoch: str = ""
     lines: list[dict[str, Any]] = field(default_factory=list)
@@ -129,8 +131,8 @@ class Change:
         (:class:`~rotifer.memory.audit.text.BriefTemplate`), and the rest is
         done a field at a time over all the entries (``zip(*briefs)``, the
         ids by :func:`~rotifer.memory.model.entry_ids`, each kind of part in
-        one comprehension): a write that evicts 100 entries spends ~1.5-2 µs a
-        line here instead of ~5 (CPU time, instrumented writes, load 4-9)."""
+        one comprehension): a third of a line's cost or less (the figures are
+        in docs/benchmarks.md, "Figures behind the code's choices")."""
         if not briefs:
             return
         ts = format_time(self.now_us)

@@ -1,8 +1,15 @@
-"""The small interface every storage backend implements.
+"""The interface every storage backend implements: declarations only.
+
+Nothing here has a body a backend would inherit: a backend's module is all
+that backend does.  The interface is not small (an agent's record, its
+entries, the scans below, the lean paths' undecoded reads, the backend's own
+copy of the audit lines, the history index), but each member is something a
+rule above needs from storage and nothing else gives it.
 
 The policy rules (scopes, data policy, quota, cleanup order, retention, audit)
-live in :mod:`rotifer.memory.store`, above this interface, and are written once.
-A backend only stores rows and hands them back in the orders the rules need:
+live above this interface (:mod:`rotifer.memory.engine`,
+:mod:`rotifer.memory.views`) and are written once.  A backend only stores rows
+and hands them back in the orders the rules need:
 
 * ``iter_oldest``: one category's entries, least recently updated first
   (ties in write order) -- the cleanup order;
@@ -10,7 +17,7 @@ A backend only stores rows and hands them back in the orders the rules need:
 * ``iter_expired``: entries whose expiry time has passed.
 
 All three walk an index, so nothing scans a whole agent.  The SQL both SQL
-backends run for them is :mod:`rotifer.memory.sql_text`.  Each write
+backends run for them is :mod:`rotifer.memory.storage.sql_text`.  Each write
 transaction holds the agent exclusively (SQLite ``BEGIN IMMEDIATE``,
 PostgreSQL a row lock on the agent), so the running byte total and the quota
 check can never race.
@@ -26,7 +33,7 @@ from ..clock import Clock
 from ..model import AccessPolicy, Category, DataPolicy, RetentionPolicy
 
 if TYPE_CHECKING:
-    from ..audit.index import IndexRow
+    from .index_sql import IndexRow
 
 #: The largest page ``iter_newest`` fetches (its pages start at ``first`` rows,
 #: a query's limit, and double up to this).  A query whose answer lies within
@@ -43,14 +50,14 @@ class AgentRecord(NamedTuple):
     quota_bytes: int
     data_policy: DataPolicy
     used_bytes: int
-    #: The number the agent's next change gets (see :mod:`rotifer.memory.changes`);
+    #: The number the agent's next change gets (see :mod:`rotifer.memory.engine.changes`);
     #: an entry's ``seq`` is the number of the change that last wrote it.
     next_seq: int
     #: The time of the agent's last committed change (0: none since this was added).
     last_us: int = 0
     #: Which memory of the agent this is: a random id given when it was created
     #: here (``agent create``, ``import``, ``move``); its changes' audit lines
-    #: carry it (``""``: made before issue 22, lines without it).  See
+    #: carry it (``""``: made before epochs were, lines without it).  See
     #: :mod:`rotifer.memory.audit.lineage`.
     epoch: str = ""
     #: The anchor: the hash of the last audit line of the agent's last committed
@@ -87,7 +94,7 @@ class Brief(NamedTuple):
     """An entry without its value: enough to evict or expire it and audit that.
 
     A named tuple rather than a frozen dataclass: a write that evicts 100
-    entries builds a Brief per candidate, and a tuple is built ~4x faster."""
+    entries builds a Brief per candidate, and a tuple is built several times faster."""
 
     key: str
     category: Category
@@ -104,9 +111,9 @@ def new_row(agent_id: str, key: str, category: Category, value: bytes, created_b
             creator_domain: str | None, last_accessed_by: str, created_us: int,
             updated_us: int, access: AccessPolicy, retention: RetentionPolicy | None,
             expires_us: int | None, seq: int) -> Row:
-    """``Row(...)`` positionally, for backends decoding what they read: the
-    tuple built directly, without the named tuple's ``__new__`` (a Python
-    function with keyword handling; ~0.3 µs of a query's ~4 µs per row)."""
+    """``Row(...)``, the tuple built directly, without the named tuple's
+    ``__new__`` (a Python function with keyword handling, a tenth of a
+    decoded row's cost): for the backends' decoders, and the views' writes."""
     row: Row = _tuple_new(Row, (agent_id, key, category, value, created_by, creator_domain,
                                 last_accessed_by, created_us, updated_us, access, retention,
                                 expires_us, seq))
@@ -148,7 +155,7 @@ class Transaction(Protocol):
 
     def read_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
         """:meth:`lookup` for the lean read, undecoded: "has anything expired?",
-        then the entry's ``READ_COLUMNS`` as stored (:mod:`rotifer.memory.sql_text`;
+        then the entry's ``READ_COLUMNS`` as stored (:mod:`rotifer.memory.storage.sql_text`;
         all ``None``: no such entry); ``None``: no such agent."""
         ...
 
@@ -182,22 +189,14 @@ class Transaction(Protocol):
         """What cleanup takes from ``category`` to free ``need`` bytes: its entries
         in ``iter_oldest``'s order but ``passing`` (the entry being written), as
         many as free ``need`` -- all of them if together they free less."""
-        victims: list[Brief] = []
-        for brief in self.iter_oldest(agent_id, category):
-            if brief.key == passing:
-                continue
-            victims.append(brief)
-            need -= brief.size
-            if need <= 0:
-                break
-        return victims
+        ...
 
     def evict(self, agent_id: str, category: Category, victims: list[Brief], passing: str
               ) -> None:
         """Delete ``victims``: what :meth:`oldest_to_free` returned for ``category``
         and ``passing`` in this transaction (a backend may delete them as the
         range of the cleanup order they are)."""
-        self.delete(agent_id, [v.key for v in victims])
+        ...
 
     def iter_newest(
         self,
@@ -231,7 +230,7 @@ class Transaction(Protocol):
     ) -> Iterator[tuple[Any, ...]]:
         """:meth:`iter_newest`'s rows as stored, not decoded (the SQL backends'
         ``ROW_COLUMNS`` order, the retention as :meth:`Backend.retention_of` takes it):
-        for the lean query (:mod:`rotifer.memory.lean`), which decodes only what
+        for the lean query (:mod:`rotifer.memory.views.gene_view`), which decodes only what
         an entry needs and hands anything unusual to the full path."""
         ...
 
@@ -274,7 +273,7 @@ class Transaction(Protocol):
         ...
 
     def index_entries(self, agent_id: str) -> list[IndexRow]:
-        """The agent's index rows, in log order (:data:`~.audit.index.ENTRY_COLUMNS`)."""
+        """The agent's index rows, in log order (:data:`~.index_sql.ENTRY_COLUMNS`)."""
         ...
 
     def index_summary(self, agent_id: str) -> list[tuple[Any, ...]]:
@@ -321,15 +320,13 @@ class Transaction(Protocol):
         """What a change starts from: :meth:`lookup` at a time read from ``clock``
         while the transaction holds the agent, and that time.
 
-        The default suits a backend whose write transaction holds the agent from
-        its start (SQLite): read the clock, then look up.  One that takes the
-        agent's lock with its first statement (PostgreSQL) overrides it to send
-        the lock and a clock-free lookup together and read the clock when they
-        are back -- so the time is still taken with the agent held, never
-        before waiting for it."""
-        now = clock.now_us()
-        return self.lookup(agent_id, key, now), now
-
+        A backend whose write transaction holds the agent from its start
+        (SQLite) reads the clock, then looks up.  One that takes the agent's
+        lock with its first statement (PostgreSQL) sends the lock and a
+        clock-free lookup together and reads the clock when they are back --
+        so the time is still taken with the agent held, never before waiting
+        for it."""
+        ...
 
 class Backend(Protocol):
     """A storage backend: SQLite (embedded) or PostgreSQL (scale-out)."""
@@ -341,7 +338,7 @@ class Backend(Protocol):
     location: str
     #: The database schema the tables are in; ``""`` where there are none.
     schema: str = ""
-    #: Whether gene calls try the lean paths first (:mod:`rotifer.memory.lean`).
+    #: Whether gene calls try the lean paths first (:mod:`rotifer.memory.views.gene_view`).
     #: A lean path that hands over to the full one has already looked the entry
     #: up: on SQLite a repeated in-process statement (microseconds), on
     #: PostgreSQL repeated round trips (a write that evicts 3 -> 5, a read that
@@ -368,8 +365,7 @@ class Backend(Protocol):
     def peek_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
         """:meth:`Transaction.read_entry` through :meth:`peek`: the lean read's one
         statement (a backend may run it with less ceremony than a context manager)."""
-        with self.peek() as tx:
-            return tx.read_entry(agent_id, key, now_us)
+        ...
 
     def retention_of(self, stored: Any) -> RetentionPolicy:
         """A stored, non-null retention policy (as :meth:`peek_entry` and

@@ -1,7 +1,7 @@
 """Stored entries to SQL parameters and back, for both backends.
 
 The two backends keep the same columns (``ROW_COLUMNS`` in
-:mod:`rotifer.memory.sql_text`) and differ only in how a retention policy is
+:mod:`rotifer.memory.storage.sql_text`) and differ only in how a retention policy is
 stored (SQLite: JSON text; PostgreSQL: ``jsonb``), so each passes its own
 retention conversion and everything else is written once here.
 
@@ -22,22 +22,26 @@ from ..errors import AgentMemoryError, damaged
 from ..model import AccessPolicy, Category, DataPolicy, RetentionPolicy, Scope, SharePolicy
 from .backend import AgentRecord, Brief, Row, new_row
 
-_UNREADABLE = (ValueError, TypeError, KeyError, AgentMemoryError)
-_CATEGORIES: dict[object, Category] = {c.value: c for c in Category}
-_POLICIES: dict[tuple[str, str, str], AccessPolicy] = {}
+#: What decoding a damaged row raises (caught and reported as damage).
+UNREADABLE = (ValueError, TypeError, KeyError, AgentMemoryError)
+#: A stored category text -> its category, and a stored (read, write, share)
+#: scope triple -> its one shared access policy: the decoders' tables, which
+#: the lean paths and the Python bridge read too (one object per combination).
+CATEGORIES: dict[object, Category] = {c.value: c for c in Category}
+POLICIES: dict[tuple[str, str, str], AccessPolicy] = {}
 
 
 def access_policy_of(read: str, write: str, share: str) -> AccessPolicy:
     key = (read, write, share)
-    policy = _POLICIES.get(key)
+    policy = POLICIES.get(key)
     if policy is None:
         policy = AccessPolicy(Scope(read), Scope(write), SharePolicy(share))
-        if len(_POLICIES) < 256:  # only valid combinations get here; there are 48
-            _POLICIES[key] = policy
+        if len(POLICIES) < 256:  # only valid combinations get here; there are 48
+            POLICIES[key] = policy
     return policy
 
 
-# Every valid combination, made once here: the lean paths (rotifer.memory.lean)
+# Every valid combination, made once here: the lean paths (rotifer.memory.views.gene_reads)
 # look policies up in this table and hand a miss to the full path, so without
 # this the first read or query of each combination in a process would go the
 # full way.
@@ -83,19 +87,19 @@ def decode_row(r: tuple[Any, ...], retention: Callable[[Any], RetentionPolicy]) 
         # created_by, creator_domain, last_accessed_by, created_us, updated_us,
         # access, retention, expires_us, seq.
         return new_row(
-            r[0], r[1], _CATEGORIES[r[2]], _blob(r[3]), r[4], r[5], r[6], r[7], r[8],
+            r[0], r[1], CATEGORIES[r[2]], _blob(r[3]), r[4], r[5], r[6], r[7], r[8],
             access_policy_of(r[9], r[10], r[11]), None if r[12] is None else retention(r[12]),
             r[13], r[14],
         )
-    except _UNREADABLE as exc:
+    except UNREADABLE as exc:
         raise damaged(f"an entry {r[1]!r}", exc) from None
 
 
 def decode_brief(r: tuple[Any, ...]) -> Brief:
     """A ``BRIEF_COLUMNS`` result row."""
     try:
-        return Brief(r[0], _CATEGORIES[r[1]], r[2], r[3], r[4], r[5])
-    except _UNREADABLE as exc:
+        return Brief(r[0], CATEGORIES[r[1]], r[2], r[3], r[4], r[5])
+    except UNREADABLE as exc:
         raise damaged(f"an entry {r[0]!r}", exc) from None
 
 

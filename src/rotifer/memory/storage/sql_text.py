@@ -2,9 +2,9 @@
 
 Both keep the same tables; only the parameter placeholder differs (``?`` or
 ``%s``), so each statement is built here from the placeholder.
-:mod:`rotifer.memory.rows` decodes result rows in these column orders
-(:mod:`rotifer.memory.sql_transaction` names their positions and runs the
-statements; :mod:`rotifer.memory.backend` is the interface they serve).
+:mod:`rotifer.memory.storage.rows` decodes result rows in these column orders
+(:mod:`rotifer.memory.storage.sql_transaction` names their positions and runs the
+statements; :mod:`rotifer.memory.storage.backend` is the interface they serve).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def newest_sql(placeholder: str, agent_id: str, category: Category | None,
     return sql, tuple(params)
 
 
-#: The deployer's listing orders (:mod:`rotifer.memory.browse`), each total.
+#: The deployer's listing orders (:mod:`rotifer.memory.views.browse`), each total.
 BROWSE_ORDERS = {"newest": "updated_us DESC, seq DESC", "oldest": "updated_us, seq",
                  "size": "size DESC, key"}
 

@@ -1,7 +1,7 @@
 """What the SQLite and PostgreSQL transactions share: the reading statements,
 their keyset pagination and the decoding of what they return.
 
-Both backends keep the same tables and columns (:mod:`rotifer.memory.backend`)
+Both backends keep the same tables and columns (:mod:`rotifer.memory.storage.backend`)
 and differ in the placeholder (``?`` or ``%s``), in how a statement travels
 (SQLite: one call on the connection; PostgreSQL: queued writes, pipelines,
 a watched long-running transaction) and in which text they can store at all
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar, NamedTuple
 
-from ..audit.actions import ROLLED_BACK
-from ..audit.index import CHART_ACTIONS, IndexRow, IndexSql
+from ..audit.actions import CHART_ACTIONS, ROLLED_BACK
 from ..model import Category
 from .backend import NEWEST_PAGE, AgentRecord, Brief, Row, Transaction
+from .index_sql import IndexRow, IndexSql
 from .rows import decode_agent, decode_brief
 from .sql_text import (
     AGENT_COLUMNS,
@@ -99,7 +99,7 @@ class Statements(NamedTuple):
 
 
 class SqlTransaction(Transaction):
-    """The shared part of :class:`~rotifer.memory.backend.Transaction` over SQL.
+    """The shared part of :class:`~rotifer.memory.storage.backend.Transaction` over SQL.
 
     ``make_row`` decodes a ``ROW_COLUMNS`` result row (each backend parses its
     stored retention policy its own way)."""
@@ -283,7 +283,7 @@ class SqlTransaction(Transaction):
                       f"WHERE agent_id = {self.sql.placeholder}", (agent_id,))
         return int(r[0]) if r else 0
 
-    # -- the deployer's listing (rotifer.memory.browse) ----------------------------
+    # -- the deployer's listing (rotifer.memory.views.browse) ----------------------------
 
     def browse(self, agent_id: str, **page: Any) -> list[tuple[Row, int]]:
         sql, params = browse_sql(self.sql.placeholder, self.contains_sql, agent_id, **page)

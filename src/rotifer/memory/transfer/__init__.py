@@ -85,6 +85,10 @@ out one entry per line so that it can be read in a stream too
 The package: :mod:`.document` (the file: fields, checksums, streamed writing
 and reading), :mod:`.checks` (the rules an imported entry must satisfy),
 :mod:`.operations` (export and import), :mod:`.move`.
+
+Its room in :mod:`rotifer.memory`, on top (it works on whole stores)::
+
+    [transfer] > store > views > engine > audit > storage > vocabulary
 """
 
 from __future__ import annotations

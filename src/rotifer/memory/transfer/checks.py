@@ -101,7 +101,8 @@ class ExportChecker:
 
     def empty_record(self) -> AgentRecord:
         """The agent as created before its entries (bytes counted at the end)."""
-        return AgentRecord(self.agent_id, self.quota, self.policy, 0, self.next_seq)
+        return AgentRecord(agent_id=self.agent_id, quota_bytes=self.quota,
+                           data_policy=self.policy, used_bytes=0, next_seq=self.next_seq)
 
     def row(self, rec: object, n: int) -> Row:
         """Entry ``n`` of the document, checked; the row to store."""
@@ -182,7 +183,9 @@ class ExportChecker:
                               f"agent {self.agent_id!r}'s entries need {self.total} bytes, more "
                               f"than the quota of {self.quota} bytes; nothing was imported (an "
                               "import never evicts)")
-        return AgentRecord(self.agent_id, self.quota, self.policy, self.total, self.next_seq)
+        return AgentRecord(agent_id=self.agent_id, quota_bytes=self.quota,
+                           data_policy=self.policy, used_bytes=self.total,
+                           next_seq=self.next_seq)
 
 
 def check_export(bundle: Mapping[str, Any], *, quota_bytes: int | None = None

@@ -37,7 +37,7 @@ HEAD_FIELDS: Final = ("format", "version", "agent", "exportedAt", "source", "kee
 TAIL_FIELDS: Final = ("counts", "totalBytes", "leftBehind", "sha256")
 TOP_FIELDS: Final = {*HEAD_FIELDS, "entries", *TAIL_FIELDS}
 #: Fields a file may have or lack: ``epoch``, the exported memory's epoch (files
-#: written before issue 22 have none), which the import's audit line names so
+#: written before epochs were have none), which the import's audit line names so
 #: that ``audit verify`` and ``show`` follow the agent's history back through it.
 #: ``spec``: the agent's spec as the exporting project's CLI gave it (an object
 #: the memory layer carries and does not read), so that ``agent import`` in

@@ -67,7 +67,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     copied = False
     sha256 = ""
     tally = Tally(None)
-    change = Change(agent_id, 0, DEPLOYER, removes_agent=True)
+    change = Change(agent_id, actor=DEPLOYER, removes_agent=True)
     try:
         with source.backend.long_running(), source.backend.write(agent_id) as tx:
             held = open_source(tx, agent_id, progress, keep_cache)

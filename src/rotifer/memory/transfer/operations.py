@@ -267,7 +267,7 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
     the verification, so an import refused on the way leaves none of them."""
     agent_id = checker.agent_id
     # A new memory of the agent: a new epoch, whose numbers continue the old one's.
-    change = Change(agent_id, 0, DEPLOYER, epoch=new_epoch())
+    change = Change(agent_id, actor=DEPLOYER, epoch=new_epoch())
     try:
         with store.backend.long_running(), store.backend.write(agent_id) as tx:
             if tx.get_agent(agent_id) is not None:

@@ -3,7 +3,7 @@
 ``DeployerMemory.list`` hands back every entry; a page that shows 50 of an
 agent's 100,000 entries must not read them all.  These functions read through
 the backend interface (``Transaction.browse`` and ``category_usage``, one
-statement each, whose SQL is :func:`~rotifer.memory.sql_text.browse_sql`,
+statement each, whose SQL is :func:`~rotifer.memory.storage.sql_text.browse_sql`,
 written once for both backends), and never return a value: values do not
 leave the database, and an :class:`EntryInfo` has no value field at all, so
 nothing built on it can show one.
@@ -28,15 +28,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from ..clock import MICROS_PER_DAY, format_time
+from ..engine.core import Engine
 from ..errors import invalid
 from ..model import EVICTION_ORDER, AccessPolicy, Category, RetentionPolicy, check_key
 from ..storage.backend import Brief, Row, Transaction
-
-if TYPE_CHECKING:
-    from ..store import MemoryStore
 
 Sort = Literal["newest", "oldest", "size"]
 SORTS: tuple[Sort, ...] = ("newest", "oldest", "size")
@@ -104,7 +102,7 @@ class CategoryUsage:
     bytes: int
 
 
-def list_page(store: MemoryStore, agent_id: str, *, category: Category | None = None,
+def list_page(store: Engine, agent_id: str, *, category: Category | None = None,
               key_prefix: str | None = None, creator: str | None = None,
               contains: str | None = None, sort: Sort = "newest", limit: int = 50,
               cursor: str | None = None) -> Page:
@@ -152,7 +150,7 @@ def _infos(tx: Transaction, agent_id: str, keys: Iterable[str]) -> list[EntryInf
     return out
 
 
-def usage_by_category(store: MemoryStore, agent_id: str) -> dict[Category, CategoryUsage]:
+def usage_by_category(store: Engine, agent_id: str) -> dict[Category, CategoryUsage]:
     """Entries and bytes per category (every category present, zero if empty), in
     one statement, so the parts add up to the agent's total."""
     with store.backend.peek() as tx:
@@ -160,7 +158,7 @@ def usage_by_category(store: MemoryStore, agent_id: str) -> dict[Category, Categ
     return {c: CategoryUsage(*found.get(c, (0, 0))) for c in Category}
 
 
-def next_evictions(store: MemoryStore, agent_id: str, limit: int = 10) -> list[Brief]:
+def next_evictions(store: Engine, agent_id: str, limit: int = 10) -> list[Brief]:
     """The first ``limit`` entries of the cleanup order: what an over-quota write
     would evict first (as many of them as it needs bytes).  PREFERENCE is never evicted."""
     with store.backend.read() as tx:
@@ -168,7 +166,7 @@ def next_evictions(store: MemoryStore, agent_id: str, limit: int = 10) -> list[B
         return list(itertools.islice(walk, limit))
 
 
-def expiring_count(store: MemoryStore, agent_id: str, within_us: int = MICROS_PER_DAY,
+def expiring_count(store: Engine, agent_id: str, within_us: int = MICROS_PER_DAY,
                    most: int = 1000) -> int:
     """How many entries expire within ``within_us`` from now (counted up to ``most``)."""
     now = store.clock.now_us()
@@ -177,7 +175,7 @@ def expiring_count(store: MemoryStore, agent_id: str, within_us: int = MICROS_PE
                                                most))
 
 
-def describe_keys(store: MemoryStore, agent_id: str, keys: Sequence[str]) -> list[EntryInfo]:
+def describe_keys(store: Engine, agent_id: str, keys: Sequence[str]) -> list[EntryInfo]:
     """The entries with these keys that exist (in the order given, each once),
     for a confirmation that says how many entries and bytes a deletion removes."""
     for key in keys:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ..audit import DEPLOYER, AuditLog
 from ..audit.actions import ACCESS_DENIED, DEPLOYER_DELETE
 from ..audit.text import audit_line
 from ..clock import format_time
 from ..engine.changes import Change, to_entry
+from ..engine.core import Engine
 from ..errors import AgentMemoryError, ErrorCode, denied, invalid
 from ..filters import MemoryFilter
 from ..model import (
@@ -32,10 +33,6 @@ from ..model import (
 from ..storage.backend import NEWEST_PAGE, AgentRecord, Row, Transaction
 from .scan import pick_newest
 
-if TYPE_CHECKING:
-    from ..store import MemoryStore
-
-
 T = TypeVar("T")
 
 
@@ -46,7 +43,7 @@ def _any_row(row: Row) -> bool:
 class DeployerMemory:
     """The agent owner's view: list without values, delete whatever the policies say."""
 
-    def __init__(self, store: MemoryStore, agent_id: str) -> None:
+    def __init__(self, store: Engine, agent_id: str) -> None:
         self.store = store
         self.agent_id = agent_id
 
@@ -69,7 +66,7 @@ class DeployerMemory:
              count: int | None) -> builtins.list[T]:
         """Up to ``count`` non-``None`` answers of ``pick`` over the live entries
         under ``key_prefix``, newest first, read only until ``count`` are kept
-        (:mod:`rotifer.memory.scan`); ``pick`` sees values, so it must not print them."""
+        (:mod:`rotifer.memory.views.scan`); ``pick`` sees values, so it must not print them."""
         return pick_newest(self.store, self.agent_id, key_prefix, _any_row, pick, count)
 
     def read(self, key: str) -> MemoryEntry | None:

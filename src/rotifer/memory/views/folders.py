@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..engine.changes import to_entry
-from ..filters import _check_prefix
+from ..filters import check_prefix
 from ..model import MemoryEntry
 from ..policy import scope_allows
 from ..storage.backend import Row, Transaction
@@ -33,7 +33,7 @@ from ..storage.sql_transaction import SqlTransaction
 from .many import rows_of
 
 if TYPE_CHECKING:
-    from ..store import MemoryStore
+    from ..engine.core import Engine
     from .deployer_memory import DeployerMemory
     from .gene_memory import GeneMemory
 
@@ -56,13 +56,13 @@ def deployer_folders(memory: DeployerMemory, key_prefix: str,
     return pick_folders(memory.store, memory.agent_id, key_prefix, lambda row: True, pick)
 
 
-def pick_folders(store: MemoryStore, agent_id: str, key_prefix: str,
+def pick_folders(store: Engine, agent_id: str, key_prefix: str,
                  readable: Callable[[Row], bool], pick: Callable[[MemoryEntry], T | None]
                  ) -> dict[str, T]:
     """Each folder under ``key_prefix`` holding a live entry that ``readable``
     lets through and ``pick`` answers for, with that answer (the folder's
     smallest key tried first)."""
-    _check_prefix(key_prefix)
+    check_prefix(key_prefix)
     store.purge_expired(agent_id)
     now = store.clock.now_us()
     found: dict[str, T] = {}

@@ -1,6 +1,6 @@
 """Reading an agent's entries under a key prefix until a caller has what it
 wants: the page an integration needs, without a query's limit of 1000 entries
-and 4 MiB (issue 32).
+and 4 MiB.
 
 :func:`pick_newest` walks the live entries under a prefix newest first (the
 query order), from one snapshot, hands each the caller may read to ``pick``,
@@ -15,27 +15,25 @@ not call the memory itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from ..engine.changes import to_entry
+from ..engine.core import Engine
 from ..errors import invalid
-from ..filters import _check_prefix
+from ..filters import check_prefix
 from ..model import MemoryEntry
 from ..storage.backend import NEWEST_PAGE, Row
-
-if TYPE_CHECKING:
-    from ..store import MemoryStore
 
 T = TypeVar("T")
 
 
-def pick_newest(store: MemoryStore, agent_id: str, key_prefix: str,
+def pick_newest(store: Engine, agent_id: str, key_prefix: str,
                 readable: Callable[[Row], bool], pick: Callable[[MemoryEntry], T | None],
                 count: int | None) -> list[T]:
     """Up to ``count`` (``None``: no bound) non-``None`` answers of ``pick`` over
     the live entries whose key starts with ``key_prefix`` and that ``readable``
     lets through, newest first."""
-    _check_prefix(key_prefix)
+    check_prefix(key_prefix)
     if count is not None and (not isinstance(count, int) or count < 0):
         raise invalid(f"count must be a whole number from 0, not {count!r}")
     kept: list[T] = []

@@ -1,7 +1,7 @@
 """The scale-out backend: PostgreSQL through psycopg 3.
 
 Chosen with ``ROTIFER_MEMORY_URL=postgresql://...``.  It implements the same
-:mod:`~rotifer.memory.backend` interface as SQLite, so every rule of the
+:mod:`~rotifer.memory.storage.backend` interface as SQLite, so every rule of the
 Memory API (scopes, data policy, quota, cleanup order, retention, audit) is the
 store's code, unchanged; this module only stores rows and hands them back in
 the orders the rules need.

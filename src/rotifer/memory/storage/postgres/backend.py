@@ -1,7 +1,7 @@
 """The backend interface over PostgreSQL: transactions, agent locks, set-up.
 
 The reasoning behind the isolation levels and locks is in the package
-docstring (:mod:`rotifer.memory.postgres`).
+docstring (:mod:`rotifer.memory.storage.postgres`).
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ class PostgresBackend(Backend):
             # An interrupt (Ctrl-C, SIGTERM, a gene's deadline) in the middle of
             # COMMIT: the connection's state is unknown, so it is closed, never
             # reused (and its slot freed).  Whether the change committed is asked
-            # of the store by the caller (memory/changes.py: settle).
+            # of the store by the caller (memory/engine/changes.py: settle).
             with suppress(Exception):
                 conn.close()
             self.connections.discard(conn)
@@ -306,6 +306,10 @@ class PostgresBackend(Backend):
     @staticmethod
     def retention_of(stored: Any) -> RetentionPolicy:
         return RetentionPolicy.parse(stored)  # jsonb arrives parsed
+
+    def peek_entry(self, agent_id: str, key: str, now_us: int) -> tuple[Any, ...] | None:
+        with self.peek() as tx:
+            return tx.read_entry(agent_id, key, now_us)
 
     @contextmanager
     def peek(self) -> Iterator[PostgresTransaction]:

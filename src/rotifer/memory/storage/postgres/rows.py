@@ -3,7 +3,7 @@
 Kept apart from :mod:`.transaction` (which statements run, and when) so that
 the decoding of a result row is written once for every statement that
 returns one.  Only the retention policy differs from SQLite (``jsonb``); the
-rest is :mod:`rotifer.memory.rows`.
+rest is :mod:`rotifer.memory.storage.rows`.
 """
 
 from __future__ import annotations

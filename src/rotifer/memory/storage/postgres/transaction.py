@@ -32,10 +32,11 @@ from typing import Any, Final, Protocol
 
 import psycopg
 
-from ...audit.index import ENTRY_COLUMNS, IndexRow, IndexSql
 from ...clock import Clock
 from ...errors import storage
-from ..backend import AgentRecord, Row
+from ...model import Category
+from ..backend import AgentRecord, Brief, Row
+from ..index_sql import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, put_sql
 from ..sql_transaction import LOOKUP_EXPIRY_AT, SqlTransaction, Statements
 from .rows import make_row, row_params, storable
@@ -60,7 +61,7 @@ MAX_QUEUED: Final = 32
 
 PUT_SQL: Final = put_sql("%s")
 LOCK_AGENT_SQL: Final = "SELECT 1 FROM memory_agents WHERE agent_id = %s FOR UPDATE"
-#: :func:`~rotifer.memory.sql_text.lookup_sql` without the clock: the agent's earliest expiry instead of
+#: :func:`~rotifer.memory.storage.sql_text.lookup_sql` without the clock: the agent's earliest expiry instead of
 #: "has anything expired by now?", so it can travel with the lock and the clock
 #: be read once the lock is held (the partial expiry index answers it).
 #: Parameters: key, agent id.
@@ -107,7 +108,7 @@ class Opener(Protocol):
 
 
 class PostgresTransaction(SqlTransaction):
-    """:class:`~rotifer.memory.backend.Transaction` over one psycopg connection.
+    """:class:`~rotifer.memory.storage.backend.Transaction` over one psycopg connection.
 
     ``conn`` is ``None`` until the first statement (then ``opener`` begins the
     transaction with it); ``locked`` names the agent whose row this
@@ -228,12 +229,28 @@ class PostgresTransaction(SqlTransaction):
 
     # -- entries --------------------------------------------------------------
 
+    def oldest_to_free(self, agent_id: str, category: Category, need: int, passing: str
+                       ) -> list[Brief]:
+        victims: list[Brief] = []
+        for brief in self.iter_oldest(agent_id, category):
+            if brief.key == passing:
+                continue
+            victims.append(brief)
+            need -= brief.size
+            if need <= 0:
+                break
+        return victims
+
+    def evict(self, agent_id: str, category: Category, victims: list[Brief], passing: str
+              ) -> None:
+        self.delete(agent_id, [v.key for v in victims])
+
     def lookup_holding(self, agent_id: str, key: str | None, clock: Clock
                        ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
         """:meth:`lookup` as the first statement of a change, in the round trip that
         begins the transaction and locks the agent; the clock is read once that
         round trip is back, so with the lock held (see
-        :meth:`rotifer.memory.backend.Transaction.lookup_holding`).  Returns (what
+        :meth:`rotifer.memory.storage.backend.Transaction.lookup_holding`).  Returns (what
         ``lookup`` returns, now)."""
         if self.conn is not None or not storable(agent_id):
             now = clock.now_us()

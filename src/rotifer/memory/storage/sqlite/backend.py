@@ -142,7 +142,7 @@ class SqliteBackend(Backend):
         """Apply the missing steps, holding the write lock (read the version again
         under it: another process may have upgraded the file meanwhile)."""
         for step in range(self._version() + 1, SCHEMA_VERSION + 1):
-            STEPS[step](conn)
+            STEPS[step].run(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _begin(self, statement: str) -> None:

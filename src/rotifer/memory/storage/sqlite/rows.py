@@ -1,6 +1,6 @@
 """Entries and agents to SQLite parameters and back: retention policies are
 stored as JSON text (parsed once per distinct text); the rest is
-:mod:`rotifer.memory.rows`, shared with PostgreSQL."""
+:mod:`rotifer.memory.storage.rows`, shared with PostgreSQL."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from typing import NamedTuple
 
 STEP_1 = """
 CREATE TABLE IF NOT EXISTS memory_agents (
@@ -52,7 +53,7 @@ def _step_1(conn: sqlite3.Connection) -> None:
 
 def _step_2(conn: sqlite3.Connection) -> None:
     """``memory_agents.last_us``: the time of the agent's last change, so the next
-    one is stamped after it whatever the clock does (see memory/changes.py).
+    one is stamped after it whatever the clock does (see memory/engine/changes.py).
     Existing agents start from their newest entry's update time."""
     conn.execute("ALTER TABLE memory_agents ADD COLUMN last_us INTEGER NOT NULL DEFAULT 0")
     conn.execute("UPDATE memory_agents SET last_us = coalesce((SELECT max(updated_us) FROM "
@@ -102,23 +103,39 @@ def _step_4(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
-#: Step n takes a file from schema version n - 1 (``PRAGMA user_version``) to n.
-#: Opening reads the version without a lock and runs DDL only when a step is
-#: missing: the write lock it needs would queue behind every write in progress.
-STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2, 3: _step_3,
-                                                       4: _step_4}
+class Step(NamedTuple):
+    """One step of the schema: what it runs, and what a file has once it ran."""
+
+    run: Callable[[sqlite3.Connection], None]
+    #: The table (``name``) or column (``table.column``) the step adds.
+    adds: str
+
+
+#: Step n takes a file from schema version n - 1 (``PRAGMA user_version``) to n:
+#: the one table of the versions, read both to upgrade and to recognise what a
+#: file holds.  Opening reads the version without a lock and runs DDL only when
+#: a step is missing: the write lock it needs would queue behind every write in
+#: progress.
+STEPS: dict[int, Step] = {
+    1: Step(_step_1, "memory_agents"),
+    2: Step(_step_2, "memory_agents.last_us"),
+    3: Step(_step_3, "memory_agents.epoch"),
+    4: Step(_step_4, "memory_audit_index"),
+}
 SCHEMA_VERSION = max(STEPS)
 
 
 def present_version(conn: sqlite3.Connection) -> int:
-    """The newest step whose tables the file already has, whatever ``user_version``
-    says: a file recording an older version than this has a damaged header, and
-    running the missing steps again would fail half-way ("duplicate column")."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(memory_agents)")}
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                    "name = 'memory_audit_index'").fetchone() is not None:
-        return 4
-    return (3 if "epoch" in columns else 2 if "last_us" in columns else 1 if columns
-            else 0)
+    """The newest step whose table or column the file already has, whatever
+    ``user_version`` says: a file recording an older version than this has a
+    damaged header, and running the missing steps again would fail half-way
+    ("duplicate column")."""
+    for version in sorted(STEPS, reverse=True):
+        table, _, column = STEPS[version].adds.partition(".")
+        # table_info's rows: (cid, name, type, notnull, default, pk); none if no table.
+        columns = {name for _, name, *_ in conn.execute(f"PRAGMA table_info({table})")}
+        if (column in columns) if column else bool(columns):
+            return version
+    return 0
 
 

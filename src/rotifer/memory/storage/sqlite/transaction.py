@@ -1,5 +1,5 @@
 """The SQL of each operation inside one SQLite transaction (the reading
-statements are shared with PostgreSQL: :mod:`rotifer.memory.sql_transaction`)."""
+statements are shared with PostgreSQL: :mod:`rotifer.memory.storage.sql_transaction`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from ...audit.index import ENTRY_COLUMNS, IndexRow, IndexSql
+from ...clock import Clock
 from ...errors import storage
 from ...model import Category
 from ..backend import NEWEST_PAGE, AgentRecord, Brief, Row
+from ..index_sql import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, newest_sql, prefix_upper_bound, put_sql
 from ..sql_transaction import SqlTransaction, Statements, newest_position
 from .rows import make_row, row_params
@@ -47,7 +48,7 @@ INDEX_SELECT = (f"SELECT {ENTRY_COLUMNS} FROM memory_audit_index WHERE agent_id 
 
 
 class SqliteTransaction(SqlTransaction):
-    """:class:`~rotifer.memory.backend.Transaction` over one sqlite3 connection."""
+    """:class:`~rotifer.memory.storage.backend.Transaction` over one sqlite3 connection."""
 
     __slots__ = ("conn",)
 
@@ -113,6 +114,13 @@ class SqliteTransaction(SqlTransaction):
             self.conn.execute(
                 "DELETE FROM memory_entries WHERE agent_id = ? AND key IN "
                 f"({', '.join('?' * len(chunk))})", (agent_id, *chunk))
+
+    def lookup_holding(self, agent_id: str, key: str | None, clock: Clock
+                       ) -> tuple[tuple[AgentRecord, bool, Row | None] | None, int]:
+        # The write transaction holds the agent from its start (BEGIN
+        # IMMEDIATE): read the clock, then look up.
+        now = clock.now_us()
+        return self.lookup(agent_id, key, now), now
 
     def oldest_to_free(self, agent_id: str, category: Category, need: int, passing: str
                        ) -> list[Brief]:
