@@ -5,7 +5,8 @@ from it costs the whole log.  The store therefore keeps, for every line it
 appends for an agent, one row of ``memory_audit_index`` (SQLite and
 PostgreSQL alike; primary key ``(agent_id, file_no, off)``)::
 
-    agent_id, file_no, off, len, seq, epoch, ts_us, action, key_hash, category, nbytes
+    agent_id, file_no, off, len, seq, epoch, ts_us, action, key_hash, category, nbytes,
+    digest
 
 ``file_no`` is the number the live ``audit.jsonl`` gets when it rolls over
 (:func:`.file.current_number`): ``audit.jsonl.N`` once rolled, the live file
@@ -18,7 +19,10 @@ is of a committed change -- or a ``rolled_back`` line, a refusal, an export
 their append; one lost to a kill in between is the only thing a reader may
 miss, and ``audit verify`` puts it back).  ``key_hash`` (64 bits of BLAKE2b of
 the key), ``category`` and ``nbytes`` are enough to draw the chart without
-reading a line.
+reading a line.  ``digest`` is the line's SHA-256 (what the next line's
+``prev`` names), committed with the change: ``audit verify`` of one agent
+checks each of its lines against it and reads no other agent's line (a row
+from before the column has none, and verify reads the whole log and rebuilds).
 
 ``memory_audit_indexed`` says for which agents the rows are the whole
 history: ``(agent_id, epoch)`` -- set when ``agent create`` makes the memory
@@ -47,7 +51,8 @@ from .actions import ENDS, REMOVES, SETS
 from .file import Placed, current_number
 
 #: The columns a reader gets, in this order (:class:`Entry`).
-ENTRY_COLUMNS = "file_no, off, len, seq, epoch, ts_us, action, key_hash, category, nbytes"
+ENTRY_COLUMNS = ("file_no, off, len, seq, epoch, ts_us, action, key_hash, category, nbytes, "
+                 "digest")
 
 
 class Entry(NamedTuple):
@@ -63,6 +68,8 @@ class Entry(NamedTuple):
     key_hash: int | None
     category: str | None
     nbytes: int
+    #: The line's SHA-256 (``None``: a row written before rows had one).
+    digest: bytes | None = None
 
 
 #: A row as the backends return it: the :data:`ENTRY_COLUMNS` as a plain tuple.
@@ -70,7 +77,7 @@ class Entry(NamedTuple):
 #: costs more than fetching it, so the passes over all of them read these
 #: positions, and only the rows whose lines are read become entries.
 IndexRow = tuple[Any, ...]
-SEQ, EPOCH, TS_US, ACTION, KEY_HASH, CATEGORY, NBYTES = 3, 4, 5, 6, 7, 8, 9
+SEQ, EPOCH, TS_US, ACTION, KEY_HASH, CATEGORY, NBYTES, DIGEST = 3, 4, 5, 6, 7, 8, 9, 10
 
 
 #: The actions the chart follows (the others change no bytes).
@@ -125,7 +132,8 @@ def key_hash(key: object) -> int | None:
 
 
 def entry_of(line: Mapping[str, Any], file_no: int, off: int, length: int,
-             times: dict[str, int] | None = None) -> Entry | None:
+             times: dict[str, int] | None = None, digest: bytes | None = None
+             ) -> Entry | None:
     """The row of ``line`` at that place, or ``None`` for a line no agent's history holds."""
     ts = line.get("ts")
     if not isinstance(line.get("agent"), str) or not isinstance(ts, str):
@@ -143,17 +151,18 @@ def entry_of(line: Mapping[str, Any], file_no: int, off: int, length: int,
     return Entry(file_no, off, length, seq if isinstance(seq, int) else None,
                  epoch if isinstance(epoch, str) else "", at, str(line.get("action")),
                  key_hash(line.get("key")), category if isinstance(category, str) else None,
-                 nbytes if isinstance(nbytes, int) and not isinstance(nbytes, bool) else 0)
+                 nbytes if isinstance(nbytes, int) and not isinstance(nbytes, bool) else 0,
+                 digest)
 
 
 def rows_for(agent_id: str, placed: Placed) -> list[tuple[Any, ...]]:
     """The index rows of ``agent_id``'s lines among those just appended."""
     times: dict[str, int] = {}
     out = []
-    for line, file_no, off, length in placed:
+    for line, file_no, off, length, digest in placed:
         if line.get("agent") != agent_id:
             continue
-        entry = entry_of(line, file_no, off, length, times)
+        entry = entry_of(line, file_no, off, length, times, digest)
         if entry is not None:
             out.append((agent_id, *entry))
     return out

@@ -102,11 +102,18 @@ def _step_4(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
+def _step_5(conn: sqlite3.Connection) -> None:
+    """``memory_audit_index.digest``: each indexed line's SHA-256, so that
+    ``audit verify`` of one agent checks its own lines and no other agent's.
+    Rows made before have none: verify reads the whole log once and rebuilds."""
+    conn.execute("ALTER TABLE memory_audit_index ADD COLUMN digest BLOB")
+
+
 #: Step n takes a file from schema version n - 1 (``PRAGMA user_version``) to n.
 #: Opening reads the version without a lock and runs DDL only when a step is
 #: missing: the write lock it needs would queue behind every write in progress.
 STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _step_1, 2: _step_2, 3: _step_3,
-                                                       4: _step_4}
+                                                       4: _step_4, 5: _step_5}
 SCHEMA_VERSION = max(STEPS)
 
 
@@ -117,7 +124,8 @@ def present_version(conn: sqlite3.Connection) -> int:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(memory_agents)")}
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
                     "name = 'memory_audit_index'").fetchone() is not None:
-        return 4
+        index = {row[1] for row in conn.execute("PRAGMA table_info(memory_audit_index)")}
+        return 5 if "digest" in index else 4
     return (3 if "epoch" in columns else 2 if "last_us" in columns else 1 if columns
             else 0)
 
