@@ -93,3 +93,39 @@ def test_the_chart_kept_by_the_console_follows_every_change(tmp_path: Path) -> N
             sum(first[-1].bytes.values())
     finally:
         data.close()
+
+
+def test_a_verify_from_the_page_answers_at_once_and_shows_its_progress(tmp_path: Path
+                                                                        ) -> None:
+    """From htmx (the console's own button) the verify starts in a thread of its
+    own and the answer is its progress, which asks again until the result is
+    there: here the verify waits for the store's write lock, and the button's
+    answer, its progress, the overview and the other pages all come meanwhile."""
+    project = make_project(tmp_path / "proj", history=True)
+    served = Served(project)
+    hx = {"HX-Request": "true"}
+    blocker = sqlite3.connect(project.dot / "playground.db", isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")  # the verify will wait for it
+        body = urllib.parse.urlencode({"csrf": served.csrf})
+        started = served.post("/agents/busy/verify", body, **hx)
+        assert started.status == 200 and "<progress" in started.text, started.text
+        assert "/agents/busy/verify/progress" in started.text and "verify-result" not in \
+            started.text
+        running = served.get("/agents/busy/verify/progress", **hx)
+        assert running.status == 200 and "<progress" in running.text
+        assert "Verifying the audit log of busy" in served.get("/").text
+        assert served.get("/agents/busy/history").status == 200
+        twice = served.post("/agents/busy/verify", body, **hx)  # the same verify, not two
+        assert "<progress" in twice.text
+        assert sum(t.name.startswith("verify ") for t in threading.enumerate()) == 1
+        blocker.execute("ROLLBACK")
+        deadline = time.monotonic() + 120
+        while "<progress" in (now := served.get("/agents/busy/verify/progress", **hx)).text:
+            assert time.monotonic() < deadline, "the verify never ended"
+            time.sleep(0.05)
+        assert "verify-result" in now.text and "OK: agent" in now.text, now.text
+        assert "OK: agent" in served.get("/").text
+    finally:
+        blocker.close()
+        served.stop()

@@ -43,9 +43,15 @@ async def _form(request: Request) -> FormData:
 
 
 async def verify(request: Request) -> Response:
+    """Verify the agent's audit log.  From htmx the verify starts in a thread of
+    its own and the answer is its progress, which asks again (:func:`verifying`)
+    until the result is there; without script the answer waits for the result."""
     await _form(request)
     name = request.path_params["name"]
     data = data_of(request)
+    if request.headers.get("hx-request") == "true":
+        await run_in_threadpool(data.start_verify, name, error_text)
+        return verifying(request)
 
     def check() -> Verified:
         try:
@@ -55,6 +61,18 @@ async def verify(request: Request) -> Response:
 
     data.verified[name] = await run_in_threadpool(check)
     return render(request, "verified.html", name=name, result=data.verified[name])
+
+
+def verifying(request: Request) -> Response:
+    """The agent's verify as it stands: its progress while it runs (the fragment
+    asks again), else its result and the button."""
+    name = request.path_params["name"]
+    data = data_of(request)
+    progress = data.verify_progress(name)
+    if progress is not None:
+        return render(request, "verifying.html", name=name, done=progress[0],
+                      total=progress[1])
+    return render(request, "verified.html", name=name, result=data.verified.get(name))
 
 
 def _selection(form: FormData) -> tuple[str, list[str], Category | None]:

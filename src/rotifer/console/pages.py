@@ -50,7 +50,8 @@ def overview(request: Request) -> Response:
     data = data_of(request)
     agents, problems = data.overview()
     return render(request, "overview.html", agents=agents, problems=problems,
-                  verified=data.verified, names=data.gene_names())
+                  verified=data.verified, verifying=data.verify_progress,
+                  names=data.gene_names())
 
 
 def listing_of(request: Request) -> Listing:
