@@ -129,3 +129,26 @@ def test_a_verify_from_the_page_answers_at_once_and_shows_its_progress(tmp_path:
     finally:
         blocker.close()
         served.stop()
+
+
+def test_the_reduced_chart_is_the_reduced_full_chart_for_any_steps() -> None:
+    """The same with times out of order (writers' lines interleave), refusals,
+    ends of the memory, unknown categories and keys without a name, for every
+    reduction from 1 point to none: only the state at each slice's end is
+    copied, and it is the state ``buckets`` keeps."""
+    import random
+
+    from rotifer.console import chart
+
+    rng = random.Random(31)
+    actions = ("write", "update", "evict", "delete", "import", "access_denied",
+               "drop_agent", "move", "expire")
+    for _ in range(60):
+        at, steps = 1_772_366_400_000_000, []
+        for i in range(rng.choice([0, 1, 7, 360, 361, 1200])):
+            at += rng.choice([0, 1, 997, -5, 100_000])
+            steps.append((at, rng.choice(actions), rng.choice([None, i % 53, i % 7]),
+                          rng.choice(["CACHE", "PATTERN", "CONTEXT", "PREFERENCE", "BOGUS",
+                                      None]), rng.randrange(300)))
+        for most in (1, 2, 50, 360):
+            assert chart.series_of(steps, most) == chart.buckets(chart.series_of(steps), most)

@@ -26,7 +26,7 @@ import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
 
 from ..clock import parse_time
 from .actions import IMPORT_AGENT, ROLLED_BACK
@@ -322,7 +322,7 @@ def usage_steps(store: MemoryStore, agent: str) -> list[Step]:
         # A backend that keeps the lines (PostgreSQL) is read as audit_history reads it.
         found = plan(tx, path, agent, record) if tx.audit_lines(agent) is None else None
         if found is not None and found.simple:
-            return [(r[0], r[1], r[2], r[3], r[4]) for r in tx.index_steps(agent)]
+            return cast("list[Step]", tx.index_steps(agent))  # rows of a Step's columns
         if found is not None:
             return [(r[TS_US], r[ACTION], r[KEY_HASH], r[CATEGORY], r[NBYTES])
                     for r in kept_entries(tx.index_entries(agent), found.wanted, False)
