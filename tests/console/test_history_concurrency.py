@@ -17,7 +17,7 @@ import urllib.parse
 from pathlib import Path
 
 from rotifer.agents.project import Project
-from rotifer.memory.audit.history import usable_entries
+from rotifer.memory.audit.history import step_of, usable_entries
 from tests.console.helpers import Response, Served, make_project
 
 
@@ -61,10 +61,11 @@ def test_the_chart_reduced_while_it_is_made_is_the_chart_reduced_after() -> None
     ``buckets(series_of(steps))`` draws."""
     from rotifer.console import chart
 
-    steps = [(1_772_366_400_000_000 + i * 997, ("write", "update", "evict", "drop_agent",
+    lines = [(1_772_366_400_000_000 + i * 997, ("write", "update", "evict", "drop_agent",
                                                  "access_denied")[i % 5 if i % 97 else 3],
               i % 53, ("CACHE", "PATTERN", "CONTEXT", "PREFERENCE", "BOGUS")[i % 5], i % 300)
              for i in range(5000)]
+    steps = [s for s in (step_of(*line) for line in lines) if s is not None]
     assert chart.series_of(steps, 50) == chart.buckets(chart.series_of(steps), most=50)
     assert len(chart.series_of(steps, 50)) <= 50
 
@@ -147,8 +148,10 @@ def test_the_reduced_chart_is_the_reduced_full_chart_for_any_steps() -> None:
         at, steps = 1_772_366_400_000_000, []
         for i in range(rng.choice([0, 1, 7, 360, 361, 1200])):
             at += rng.choice([0, 1, 997, -5, 100_000])
-            steps.append((at, rng.choice(actions), rng.choice([None, i % 53, i % 7]),
-                          rng.choice(["CACHE", "PATTERN", "CONTEXT", "PREFERENCE", "BOGUS",
-                                      None]), rng.randrange(300)))
+            step = step_of(at, rng.choice(actions), rng.choice([None, i % 53, i % 7]),
+                           rng.choice(["CACHE", "PATTERN", "CONTEXT", "PREFERENCE", "BOGUS",
+                                       None]), rng.randrange(300))
+            if step is not None:
+                steps.append(step)
         for most in (1, 2, 50, 360):
             assert chart.series_of(steps, most) == chart.buckets(chart.series_of(steps), most)

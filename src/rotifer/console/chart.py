@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rotifer.memory.audit.actions import ENDS, REMOVES, SETS
-from rotifer.memory.audit.history import Step
+from rotifer.memory.audit.history import Step, step_of
+from rotifer.memory.audit.index import ENDED, REMOVE_ACTIONS, REMOVED
 from rotifer.memory.clock import format_time, parse_time
 from rotifer.memory.model import Category
 from rotifer.text import human_size
@@ -44,31 +44,30 @@ def series(lines: Iterable[Mapping[str, Any]]) -> list[Point]:
             at = parse_time(str(line.get("ts")))
         except ValueError:
             continue
-        category = line.get("category")
-        steps.append((at, str(line.get("action")), line.get("key"),
-                      category if isinstance(category, str) else None,
-                      int(line.get("bytes") or 0)))
+        step = step_of(at, line.get("action"), line.get("key"), line.get("category"),
+                       int(line.get("bytes") or 0))
+        if step is not None:
+            steps.append(step)
     return series_of(steps)
 
 
-def _span(steps: list[Step], index: Mapping[str, int], most: int
-          ) -> tuple[int, int] | None:
+def _draws(step: Step) -> bool:
+    """Does the step make a point (a known set or a removal of a key, an end)?"""
+    code = step[1]
+    return code == ENDED or (code >= 0 and step[2] is not None)
+
+
+def _span(steps: list[Step], most: int) -> tuple[int, int] | None:
     """(start, span) of the times of the steps that make a point, if more than
     ``most`` do (else ``None``: every point is kept).  The first and the last
     such step are found from either end, and counting stops past ``most``."""
-    def draws(step: Step) -> bool:
-        action, key = step[1], step[2]
-        return action in ENDS or (key is not None and (
-            action in REMOVES or (action in SETS and isinstance(step[3], str)
-                                  and step[3] in index)))
-
-    first = next((s for s in steps if draws(s)), None)
-    last = next((s for s in reversed(steps) if draws(s)), None)
+    first = next((s for s in steps if _draws(s)), None)
+    last = next((s for s in reversed(steps) if _draws(s)), None)
     if first is None or last is None:
         return None
     counted = 0
     for step in steps:
-        if draws(step):
+        if _draws(step):
             counted += 1
             if counted > most:
                 return first[0], max(last[0] - first[0], 1)
@@ -82,9 +81,8 @@ def series_of(steps: Iterable[Step], most: int | None = None) -> list[Point]:
     the last step of each time slice (a history of 100,000 lines is drawn from
     360 copies, not 100,000)."""
     order = list(Category)
-    index = {c.value: n for n, c in enumerate(order)}
     steps = steps if isinstance(steps, list) else list(steps)
-    window = None if most is None else _span(steps, index, most)
+    window = None if most is None else _span(steps, most)
     start, span = window if window is not None else (0, 1)
     slices = most if window is not None and most is not None else 0
     sizes: dict[object, tuple[int, int]] = {}
@@ -95,17 +93,11 @@ def series_of(steps: Iterable[Step], most: int | None = None) -> list[Point]:
     kept: dict[int, tuple[int, tuple[int, ...]]] = {}
     current: int | None = None
     last_at = 0
-    sets, removes, ends = SETS, REMOVES, ENDS
-    for at, action, key, text, size in steps:
-        if action in sets:
-            n = index.get(text) if key is not None and isinstance(text, str) else None
-            if n is None:
-                continue
-        elif action in ends:
-            n = -1
-        elif action in removes and key is not None:
-            n = -2
-        else:
+    ended = ENDED
+    for at, code, key, size in steps:
+        if code == ended:
+            pass
+        elif code < 0 or key is None:
             continue
         if slices:  # copy the state only when a slice ends (before this step changes it)
             at_slice = min(slices - 1, (at - start) * slices // span)
@@ -114,13 +106,13 @@ def series_of(steps: Iterable[Step], most: int | None = None) -> list[Point]:
                     kept[current] = (last_at, tuple(now))
                 current = at_slice
             last_at = at
-        if n >= 0:
+        if code < ended:
             old = sizes.get(key)
             if old is not None:
                 now[old[0]] -= old[1]
-            sizes[key] = (n, size)
-            now[n] += size
-        elif n == -1:
+            sizes[key] = (code, size)
+            now[code] += size
+        elif code == ended:
             sizes.clear()
             now = [0] * len(order)
         else:
@@ -161,6 +153,9 @@ def nice_top(value: int) -> int:
 #: What the chart marks below its time axis, by audit action.
 MARKS = {"evict": "evict", "expire": "evict", "access_denied": "refusal",
          "quota_exceeded": "refusal"}
+#: The marks of the chart's steps, by :func:`~rotifer.memory.audit.index.step_code`.
+STEP_MARKS = {REMOVED + i: MARKS[action] for i, action in enumerate(REMOVE_ACTIONS)
+              if action in MARKS}
 
 
 def svg(points: list[Point], quota: int, marks: Iterable[tuple[int, str]] = ()) -> str:

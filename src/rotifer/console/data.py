@@ -29,7 +29,7 @@ from urllib.parse import urlencode
 
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import require_memory
-from rotifer.console.chart import BUCKETS, MARKS, Point, series_of
+from rotifer.console.chart import BUCKETS, STEP_MARKS, Point, series_of
 from rotifer.memory import Category, MemoryStore
 from rotifer.memory.audit.history import AuditLine, audit_history, usage_steps
 from rotifer.memory.audit.read import Scan
@@ -129,7 +129,8 @@ class ConsoleData:
                 return cached[1]
             steps = usage_steps(store, agent)
             drawn = (series_of(steps, BUCKETS),
-                     [(step[0], MARKS[step[1]]) for step in steps if step[1] in MARKS])
+                     [(step[0], STEP_MARKS[step[1]]) for step in steps
+                      if step[1] in STEP_MARKS])
             self._charts[agent] = (version, drawn)
             return drawn
 

@@ -33,7 +33,6 @@ from .actions import IMPORT_AGENT, ROLLED_BACK
 from .index import (
     ACTION,
     CATEGORY,
-    CHART_ACTIONS,
     END,
     EPOCH,
     KEY_HASH,
@@ -44,6 +43,7 @@ from .index import (
     IndexStale,
     LineReader,
     key_hash,
+    step_code,
 )
 from .lineage import Imports, find_imports, history_lines, lineage, note_import
 from .read import Logged, LogProblem, Scan, scan
@@ -305,9 +305,19 @@ def _imports_from_index(tx: Transaction, path: Path | None, agent: str,
     return imports, frozenset(epochs)
 
 
-#: One change of bytes for the chart: (time in µs, action, the key or its hash,
-#: category, bytes) -- oldest first (see :func:`usage_steps`).
-Step: TypeAlias = tuple[int, str, object, "str | None", int]
+#: One change of bytes for the chart: (time in µs, :func:`.index.step_code`, the
+#: key or its hash, bytes) -- oldest first (see :func:`usage_steps`).
+Step: TypeAlias = tuple[int, int, object, int]
+
+
+def step_of(at: int, action: object, key: object, category: object, size: object
+            ) -> Step | None:
+    """The chart's step of a line (``None``: a line that changes no bytes)."""
+    code = step_code(action, category)
+    if code is None:
+        return None
+    return (at, code, key, size if isinstance(size, int) and not isinstance(size, bool)
+            else 0)
 
 
 def usage_steps(store: MemoryStore, agent: str) -> list[Step]:
@@ -316,7 +326,6 @@ def usage_steps(store: MemoryStore, agent: str) -> list[Step]:
     columns alone when it is usable (no line read but its imports'), else from
     :func:`audit_history`."""
     path = store.audit.path
-    followed = frozenset(CHART_ACTIONS)
     with store.backend.read() as tx:
         record = tx.get_agent(agent)
         # A backend that keeps the lines (PostgreSQL) is read as audit_history reads it.
@@ -324,21 +333,19 @@ def usage_steps(store: MemoryStore, agent: str) -> list[Step]:
         if found is not None and found.simple:
             return cast("list[Step]", tx.index_steps(agent))  # rows of a Step's columns
         if found is not None:
-            return [(r[TS_US], r[ACTION], r[KEY_HASH], r[CATEGORY], r[NBYTES])
-                    for r in kept_entries(tx.index_entries(agent), found.wanted, False)
-                    if r[ACTION] in followed]
+            kept = (step_of(r[TS_US], r[ACTION], r[KEY_HASH], r[CATEGORY], r[NBYTES])
+                    for r in kept_entries(tx.index_entries(agent), found.wanted, False))
+            return [step for step in kept if step is not None]
     out: list[Step] = []
     for line in audit_history(store, agent):
-        if line.get("action") not in followed:
-            continue
         try:
             at = parse_time(str(line.get("ts")))
         except ValueError:
             continue
-        category, nbytes = line.get("category"), line.get("bytes")
-        out.append((at, str(line.get("action")), line.get("key"),
-                    category if isinstance(category, str) else None,
-                    nbytes if isinstance(nbytes, int) else 0))
+        step = step_of(at, line.get("action"), line.get("key"), line.get("category"),
+                       line.get("bytes"))
+        if step is not None:
+            out.append(step)
     out.reverse()
     return out
 

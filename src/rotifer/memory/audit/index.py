@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..clock import parse_time
+from ..model import Category
 from .actions import ENDS, REMOVES, SETS
 from .file import Placed, current_number
 
@@ -82,6 +83,41 @@ SEQ, EPOCH, TS_US, ACTION, KEY_HASH, CATEGORY, NBYTES, DIGEST = 3, 4, 5, 6, 7, 8
 
 #: The actions the chart follows (the others change no bytes).
 CHART_ACTIONS: tuple[str, ...] = tuple(sorted(SETS | REMOVES | ENDS))
+#: What a chart step does, as a small number (so 100,000 rows come back without
+#: two strings each): a set into the category of that position in ``Category``,
+#: :data:`UNKNOWN` a set into no known category, :data:`ENDED` the memory's
+#: end, :data:`REMOVED` plus the position in :data:`REMOVE_ACTIONS` a removal.
+CATEGORY_CODES: dict[str, int] = {c.value: n for n, c in enumerate(Category)}
+UNKNOWN, ENDED, REMOVED = -1, len(CATEGORY_CODES), len(CATEGORY_CODES) + 1
+REMOVE_ACTIONS: tuple[str, ...] = tuple(sorted(REMOVES))
+
+
+def step_code(action: object, category: object) -> int | None:
+    """The code of a line with this action and category (``None``: not followed)."""
+    if action in ENDS:
+        return ENDED
+    if action in REMOVES:
+        return REMOVED + REMOVE_ACTIONS.index(str(action))
+    if action in SETS:
+        return CATEGORY_CODES.get(category, UNKNOWN) if isinstance(category, str) else UNKNOWN
+    return None
+
+
+def _literal(word: str) -> str:
+    """An action or category name as an SQL string (they are fixed words)."""
+    assert word.replace("_", "").isalpha(), word
+    return f"'{word}'"
+
+
+#: :func:`step_code` in SQL, over the ``action`` and ``category`` columns.
+STEP_CODE_SQL = (
+    "CASE WHEN action IN (" + ", ".join(_literal(a) for a in sorted(SETS)) + ") THEN "
+    "(CASE category " + " ".join(f"WHEN {_literal(c)} THEN {n}"
+                                 for c, n in CATEGORY_CODES.items())
+    + f" ELSE {UNKNOWN} END) WHEN action IN ("
+    + ", ".join(_literal(a) for a in sorted(ENDS)) + f") THEN {ENDED} ELSE (CASE action "
+    + " ".join(f"WHEN {_literal(a)} THEN {REMOVED + i}" for i, a in enumerate(REMOVE_ACTIONS))
+    + " END) END")
 #: Past every place: the start of a walk from the newest row back.
 END = (1 << 62, 1 << 62)
 
@@ -96,7 +132,8 @@ class IndexSql(NamedTuple):
     #: Rows before a place, newest first: in a time window, without an action (``""``:
     #: none left out), of a key's hash unless the flag says any key; at most N.
     page: str
-    #: What the chart needs of the rows of :data:`CHART_ACTIONS`, in log order.
+    #: What the chart needs of the rows of :data:`CHART_ACTIONS`, in log order:
+    #: time, :func:`step_code`, key hash, bytes.
     steps: str
     #: The newest numbered row's number that is not a ``rolled_back`` line (read
     #: from the end: it is almost always the last row).
@@ -113,7 +150,7 @@ class IndexSql(NamedTuple):
             f"off < {p})) AND ts_us >= {p} AND ts_us < {p} AND action <> {p} AND "
             f"({p} OR key_hash = {p}) "
             f"ORDER BY file_no DESC, off DESC LIMIT {p}",
-            f"SELECT ts_us, action, key_hash, category, nbytes FROM {table} AND action IN ("
+            f"SELECT ts_us, {STEP_CODE_SQL}, key_hash, nbytes FROM {table} AND action IN ("
             + ", ".join([p] * len(CHART_ACTIONS)) + ") ORDER BY file_no, off",
             f"SELECT seq FROM {table} AND seq IS NOT NULL AND action <> {p} "
             "ORDER BY file_no DESC, off DESC LIMIT 1")
