@@ -25,7 +25,7 @@ from rotifer.memory.browse import describe_keys
 from rotifer.memory.deployer_memory import Changed
 from rotifer.memory.errors import invalid
 
-from .app import error_text, failure_page, key_of, link, plural, render
+from .app import error_text, key_of, link, plural, render
 from .data import Verified
 from .pages import _category, data_of
 from .security import CSRF_FIELD, CSRF_HEADER, Protections, session_of
@@ -124,11 +124,8 @@ async def confirm(request: Request) -> Response:
     name = request.path_params["name"]
 
     def run() -> Response:
-        try:
-            mode, keys, category = _selection(form)
-            return _confirmation(request, name, mode, keys, category)
-        except Exception as exc:
-            return failure_page(request, exc)
+        mode, keys, category = _selection(form)
+        return _confirmation(request, name, mode, keys, category)
     response: Response = await run_in_threadpool(run)
     return response
 
@@ -152,15 +149,12 @@ async def delete(request: Request) -> Response:
         raise invalid("a deletion carries what its confirmation showed; confirm it first")
 
     def run() -> Response:
+        mode, keys, category = _selection(form)
         try:
-            mode, keys, category = _selection(form)
-            try:
-                removed = data.run(name, lambda store: remove(store, mode, keys, category))
-            except Changed as exc:
-                return _confirmation(request, name, mode, keys, category,
-                                     changed=exc.message, status=409)
-        except Exception as exc:
-            return failure_page(request, exc)
+            removed = data.run(name, lambda store: remove(store, mode, keys, category))
+        except Changed as exc:
+            return _confirmation(request, name, mode, keys, category,
+                                 changed=exc.message, status=409)
         session_of(request).flash = f"Removed {plural(removed, 'entry', 'entries')}"
         to = link(request, "agent", name=name)
         if request.headers.get("hx-request") == "true":  # the whole page, not the dialog
