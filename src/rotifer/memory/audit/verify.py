@@ -229,6 +229,9 @@ def _local_phantoms(path: Path, agent: str, epoch: str,
     return [(epoch, seq) for seq, missing in found.items() if missing]
 
 
+_decode = json.JSONDecoder().decode
+
+
 def from_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
                progress: Callable[[Scan], None] | None = None) -> Report | None:
     """Verify ``agent`` from its own lines alone, found by the history index:
@@ -256,10 +259,14 @@ def from_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
     result = Replay(agent)
     try:
         with LineReader(path, agent) as reader:
-            for row in rows:
-                line, raw = reader.line(row)
-                digest = hashlib.sha256(raw).digest()
-                if digest != bytes(row[DIGEST]) or "prev" not in line:
+            for row, raw in reader.raw_lines(rows):
+                # The digest pins every byte of the line: no other check is needed.
+                digest = hashlib.sha256(raw[:-1]).digest()
+                if not raw.endswith(b"\n") or digest != bytes(row[DIGEST]):
+                    return None
+                line = _decode(raw[:-1].decode("utf-8", "surrogatepass"))
+                if not isinstance(line, dict) or line.get("agent") != agent \
+                        or "prev" not in line:
                     return None
                 if (line.get("epoch", ""), line.get("seq")) == last and \
                         line.get("action") != ROLLED_BACK:
@@ -272,7 +279,7 @@ def from_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
                                    (row[0], row[1], row[2])))
             result.finish(record.next_seq, True)
             compare(result, tx, agent)
-    except (IndexStale, LogProblem):
+    except (IndexStale, LogProblem, ValueError):
         return None
     if anchor and record.head and head != record.head:
         return None
