@@ -33,6 +33,13 @@ no change committed anywhere is ever marked.  All of this runs holding the
 agent (a write transaction that changes nothing), so no change of the agent
 is between appending its lines and committing meanwhile.
 
+Most of the time none of that reads the shared log: when the history index
+is whole for the agent and carries each line's SHA-256 (:func:`from_index`),
+the agent's own lines are read at their places and each must hash to the
+digest the store committed with it; the anchor and the replay are as above.
+Anything it cannot vouch for sends verify to the whole log (``full=True``
+always does), which names the first thing wrong and rebuilds the index.
+
 With a backend that keeps the lines itself (PostgreSQL's ``memory_audit``,
 written in each change's own transaction), the history's segments that lived
 there are read from there -- only committed changes, in commit order, from
