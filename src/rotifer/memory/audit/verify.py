@@ -328,6 +328,7 @@ def _unindexed_after(path: Path, agent: str, row: IndexRow | None, stats: Scan) 
                 handle.seek(start)
             for raw in handle:
                 stats.done += len(raw)
+                stats.total += len(raw)  # not known before: the bar counts it as it goes
                 if marker in raw:
                     try:
                         line = json.loads(raw)
