@@ -191,6 +191,11 @@ def run(tmp: Path, settings: Settings) -> str:
         own_s = time.perf_counter() - t0
         assert rebuilt.ok and own.ok and "history index" in own.message, own.message
         load_verify = os.getloadavg()
+    with project.open_store("small", create=False) as store:
+        t0 = time.perf_counter()  # 10 lines, written before almost all of the log
+        small = verify_agent(store, "small")
+        small_ms = (time.perf_counter() - t0) * 1000
+        assert small.ok and "history index" in small.message, small.message
     big = Agents(project).get("big").name
     load = os.getloadavg()
     out = [f"A log of {lines:,} lines ({size / 1e6:.0f} MB in {len(files)} files, built in "
@@ -216,7 +221,9 @@ def run(tmp: Path, settings: Settings) -> str:
             f"({slow_ms / max(fast_ms, 0.001):.0f}x), the same 50 lines."]
     out += ["", f"`audit verify` of the big agent in process: {rebuilt_s:.1f} s reading the "
             f"whole log (its index forgotten: rebuilt), then {own_s:.2f} s reading its own "
-            f"lines by the index ({rebuilt_s / max(own_s, 0.001):.0f}x).  Load average then: "
+            f"lines by the index ({rebuilt_s / max(own_s, 0.001):.0f}x); of agent `small` (10 "
+            f"lines, then the whole log written after them, searched for 16 MiB for a change "
+            f"that never committed): {small_ms:.0f} ms.  Load average then: "
             f"{load_verify[0]:.1f} / {load_verify[1]:.1f} / {load_verify[2]:.1f}."]
     return "\n".join(out)
 

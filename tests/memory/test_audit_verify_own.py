@@ -149,3 +149,60 @@ def test_a_missing_or_stale_index_is_rebuilt(tmp_path: Path) -> None:
                 assert conn.execute(query).fetchall() == built, damage
             message, ok, _ = verify_reading(store, "a")
             assert ok and OWN in message, (damage, message)
+
+
+def test_the_log_after_the_agents_last_line_is_searched_only_so_far(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change of ``a`` that never committed leaves lines after its last indexed
+    one, which verify marks ``rolled_back``.  An agent idle while others wrote a
+    lot would pay for all their lines to look for one, so only the first
+    ``TAIL_SEARCH`` bytes after its last line are searched (lowered here), and
+    the report says so; ``full`` searches everything and marks it."""
+    from rotifer.memory.audit import own
+
+    store, log = crowded(tmp_path, others=120)
+    with store:
+        b = store.for_gene("b", gene_id("gb"), "d")
+        for i in range(40):  # b's lines after a's last one
+            b.write_memory(f"d/late{i}", b"w" * 30, "CONTEXT")
+        rows = log.read_bytes().splitlines()
+        last_a = json.loads(rows[rows_of(log, "a")[-1]])
+        ghost = {"ts": "2030-01-01T00:00:00.000000Z", "agent": "a", "action": "write",
+                 "key": "d/ghost", "category": "CACHE", "actor": gene_id("ga"), "bytes": 9,
+                 "entryId": None, "epoch": last_a["epoch"], "seq": last_a["seq"] + 1,
+                 "prev": hashlib.sha256(rows[-1]).hexdigest()}
+        with log.open("ab") as f:  # a writer of a's killed after its append
+            f.write(json.dumps(ghost, separators=(",", ":")).encode() + b"\n")
+        after = sum(len(r) + 1 for r in rows[rows_of(log, "a")[-1] + 1:])
+        monkeypatch.setattr(own, "TAIL_SEARCH", after // 4)
+        monkeypatch.setattr(own, "BLOCK", 512)
+        message, ok, read = verify_reading(store, "a")
+        assert ok and OWN in message and "searched that far" in message, message
+        assert read < log.stat().st_size - after // 2  # it stopped early
+        report = verify_agent(store, "a", full=True)
+        assert report.ok and report.repaired == 1, report.message
+        monkeypatch.setattr(own, "TAIL_SEARCH", 16 << 20)  # now it searches all of it
+        message, ok, _ = verify_reading(store, "a")
+        assert ok and OWN in message and "searched that far" not in message, message
+        marked = [json.loads(r) for r in log.read_bytes().splitlines()
+                  if b'"rolled_back"' in r]
+        assert [(m["agent"], m["seq"]) for m in marked] == [("a", ghost["seq"])]
+
+
+def test_a_change_that_never_committed_after_the_agents_last_line_is_marked(
+        tmp_path: Path) -> None:
+    """Within the searched part: verify reads the whole log and marks it."""
+    store, log = crowded(tmp_path, others=120)
+    with store:
+        rows = log.read_bytes().splitlines()
+        last_a = json.loads(rows[rows_of(log, "a")[-1]])
+        ghost = {"ts": "2030-01-01T00:00:00.000000Z", "agent": "a", "action": "delete",
+                 "key": "d/k0", "category": "PATTERN", "actor": gene_id("ga"), "bytes": 0,
+                 "entryId": None, "epoch": last_a["epoch"], "seq": last_a["seq"] + 1,
+                 "prev": hashlib.sha256(rows[-1]).hexdigest()}
+        with log.open("ab") as f:
+            f.write(json.dumps(ghost, separators=(",", ":")).encode() + b"\n")
+        report = verify_agent(store, "a")
+        assert report.ok and report.repaired == 1 and WHOLE in report.message, report.message
+        message, ok, _ = verify_reading(store, "a")
+        assert ok and OWN in message, message

@@ -50,8 +50,6 @@ committed.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,11 +58,12 @@ from typing import TYPE_CHECKING, Any
 from ..backend import AgentRecord, Transaction
 from ..clock import format_time
 from .actions import ROLLED_BACK
-from .file import Placed, current_number
-from .history import is_simple, plan
-from .index import DIGEST, Entry, IndexRow, IndexStale, LineReader, entry_of, rows_for
+from .file import Placed
+from .history import is_simple
+from .index import Entry, entry_of, rows_for
 from .lineage import history_lines, lineage, note_import
-from .read import Logged, LogProblem, Scan, agent_marker, log_files, read_chained, scan
+from .own import by_index
+from .read import Logged, LogProblem, Scan, read_chained, scan
 from .replay import Replay, compare, counted
 from .text import rolled_back_line
 
@@ -236,107 +235,20 @@ def _local_phantoms(path: Path, agent: str, epoch: str,
     return [(epoch, seq) for seq, missing in found.items() if missing]
 
 
-_decode = json.JSONDecoder().decode
-
-
 def from_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
                progress: Callable[[Scan], None] | None = None) -> Report | None:
-    """Verify ``agent`` from its own lines alone, found by the history index:
-    each line read at its indexed place must hash to the digest the store
-    committed with it (an edit anywhere in it, however the chain around it was
-    recomputed, changes that), the last committed change must end at the
-    store's anchor, and the replay of the lines must agree with the store.
-    ``None`` when that cannot be done or finds anything wrong -- an index not
-    whole (see :func:`.history.plan`), rows without a digest, a backend that
-    keeps its own copy of the lines, a line not where its row says, a digest,
-    the anchor or the store disagreeing: the whole log is then read (which
-    names the first thing wrong, and rebuilds the index)."""
-    if tx.audit_lines(agent) is not None:
+    """The report of :func:`.own.by_index` (``None``: read the whole log)."""
+    checked = by_index(tx, path, agent, anchor=anchor, progress=progress)
+    if checked is None:
         return None
-    record = tx.get_agent(agent)
-    found = plan(tx, path, agent, record)
-    if record is None or found is None or not found.simple:
-        return None
-    rows = tx.index_entries(agent)
-    if any(row[DIGEST] is None for row in rows):
-        return None  # rows from before the digest: read the whole log, which rebuilds
-    last = (record.epoch, record.next_seq - 1)
-    stats = Scan(total=sum(row[2] for row in rows))
-    head = ""
-    result = Replay(agent)
-    try:
-        with LineReader(path, agent) as reader:
-            for row, raw in reader.raw_lines(rows):
-                # The digest pins every byte of the line: no other check is needed.
-                digest = hashlib.sha256(raw[:-1]).digest()
-                if not raw.endswith(b"\n") or digest != bytes(row[DIGEST]):
-                    return None
-                line = _decode(raw[:-1].decode("utf-8", "surrogatepass"))
-                if not isinstance(line, dict) or line.get("agent") != agent \
-                        or "prev" not in line:
-                    return None
-                if (line.get("epoch", ""), line.get("seq")) == last and \
-                        line.get("action") != ROLLED_BACK:
-                    head = digest.hex()
-                stats.lines += 1
-                stats.done += row[2]
-                if progress is not None and stats.lines % 4096 == 0:
-                    progress(stats)
-                result.feed(Logged(line, f"index row {row[0]}:{row[1]}", digest.hex(),
-                                   (row[0], row[1], row[2])))
-            result.finish(record.next_seq, True)
-            compare(result, tx, agent)
-    except (IndexStale, LogProblem, ValueError):
-        return None
-    if anchor and record.head and head != record.head:
-        return None
-    if _unindexed_after(path, agent, rows[-1] if rows else None, stats):
-        return None  # lines of a change that never committed: the full pass marks them
-    if progress is not None:
-        progress(stats)
+    result = checked.result
     entries = len(result.state)
-    note = "; it ends where the store says" if anchor and record.head else ""
     return Report(True, f"agent {agent!r}: {counted(result.changes, 'committed change')}, "
                   f"{counted(result.lines, 'line')}, {counted(entries, 'entry', 'entries')} "
                   f"{'agrees' if entries == 1 else 'agree'} with the store; each of its "
-                  f"{counted(stats.lines, 'line')} hashes to the digest the store committed "
-                  f"with it{note} (found by the history index; --full checks the hash chain "
-                  "over the whole log)", result.changes, result.lines)
-
-
-def _unindexed_after(path: Path, agent: str, row: IndexRow | None, stats: Scan) -> bool:
-    """Does the log hold a line of ``agent`` after its last indexed one (``row``)?
-    Such a line is of a change whose writer died before the commit (the agent is
-    held: no change of it is in progress); its lines were the log's last when it
-    died, so only the log after the agent's last line is read."""
-    marker = agent_marker(agent)
-    live = current_number(path)
-    number, start = (live, 0) if row is None else (row[0], row[1] + row[2])
-    if row is None:
-        files = [(int(f.name.rsplit(".", 1)[1]) if f != path else live, f)
-                 for f in log_files(path)]
-    else:
-        files = [(n, path if n == live else path.with_name(f"{path.name}.{n}"))
-                 for n in range(number, live + 1)]
-    for n, file in files:
-        try:
-            handle = open(file, "rb")  # noqa: SIM115 - closed by the with below
-        except FileNotFoundError:
-            continue
-        with handle:
-            if row is not None and n == number:
-                handle.seek(start)
-            for raw in handle:
-                stats.done += len(raw)
-                stats.total += len(raw)  # not known before: the bar counts it as it goes
-                if marker in raw:
-                    try:
-                        line = json.loads(raw)
-                    except ValueError:
-                        return True
-                    if isinstance(line, dict) and line.get("agent") == agent:
-                        return True
-    return False
+                  f"{counted(checked.lines, 'line')} hashes to the digest the store "
+                  f"committed with it{checked.note} (found by the history index; --full "
+                  "checks the hash chain over the whole log)", result.changes, result.lines)
 
 
 def verify_agent(store: MemoryStore, agent: str, *, repair: bool = True, anchor: bool = True,
