@@ -264,14 +264,15 @@ class LineReader:
 
     def raw_lines(self, rows: Sequence[IndexRow]) -> Iterator[tuple[IndexRow, bytes]]:
         """Each row with the bytes at its place (its newline included; shorter if
-        the file is): a run of adjacent places is read at once, up to 1 MiB.
+        the file is): a run of adjacent places is read at once, up to 64 KiB
+        (and one line), so memory stays bounded whatever the agent's history.
         Nothing is checked: the caller compares the bytes with the row's digest."""
         i, count = 0, len(rows)
         while i < count:
             file_no, start = rows[i][0], rows[i][1]
             end, j = start + rows[i][2], i + 1
             while j < count and rows[j][0] == file_no and rows[j][1] == end \
-                    and end - start < (1 << 20):
+                    and end - start < (1 << 16):
                 end += rows[j][2]
                 j += 1
             data = os.pread(self._fd(file_no), end - start, start)

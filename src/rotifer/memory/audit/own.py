@@ -104,7 +104,7 @@ def by_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
 #: for a change that never committed (an agent idle while others wrote a lot
 #: would otherwise pay for their lines).
 TAIL_SEARCH = 16 << 20
-BLOCK = 1 << 20
+BLOCK = 1 << 16  # (a read allocates its whole size first: memory stays bounded)
 
 
 def _unindexed_after(path: Path, agent: str, row: IndexRow | None, stats: Scan
