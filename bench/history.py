@@ -10,7 +10,9 @@ console app in a real uvicorn on loopback serves the pages, fetched over HTTP:
 p50 and p99 of the history page (the newest lines, as the page asks for them)
 of the 10-line agent and of ``big``, and of ``big``'s chart.  For comparison,
 ``audit show --limit 50`` of ``big`` in process with the index and, once,
-without it (the whole log read, as before the index).
+without it (the whole log read, as before the index); the chart drawn anew
+beside the same chart drawn as before; ``audit verify`` of ``big`` reading the
+whole log (and rebuilding its index) and then its own lines by the index.
 
 Targets (issue 31): the 10-line agent's history page p99 < 100 ms, ``big``'s
 first page p99 < 200 ms, the chart < 500 ms.
@@ -19,15 +21,19 @@ first page p99 < 200 ms, the chart < 500 ms.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from pathlib import Path
 
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
-from rotifer.console.chart import BUCKETS, series_of
+from rotifer.console.chart import BUCKETS, MARKS, STEP_MARKS, Point, series_of
 from rotifer.memory import MemoryStore
+from rotifer.memory.audit.actions import CHART_ACTIONS, ENDS, REMOVES, SETS
 from rotifer.memory.audit.history import audit_history, usage_steps
+from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.engine.changes import Change, log_change
+from rotifer.memory.model import Category
 from tests.console.helpers import Served
 
 from .console import build as build_project
@@ -79,6 +85,54 @@ def build(root: Path, total: int) -> Project:
     return project
 
 
+def _before(db: Path, agent: str) -> list[Point]:
+    """The chart as the console drew it before (for the ratio): the index rows
+    with their action and category as text, and the state copied after every
+    step, then the last copy of each time slice kept."""
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT ts_us, action, key_hash, category, nbytes FROM memory_audit_index "
+            f"WHERE agent_id = ? AND action IN ({', '.join('?' * len(CHART_ACTIONS))}) "
+            "ORDER BY file_no, off", (agent, *CHART_ACTIONS)).fetchall()
+    finally:
+        conn.close()
+    steps = [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+    order = list(Category)
+    index = {c.value: n for n, c in enumerate(order)}
+    sizes: dict[object, tuple[int, int]] = {}
+    now = [0] * len(order)
+    raw: list[tuple[int, tuple[int, ...]]] = []
+    for at, action, key, text, size in steps:
+        if action in ENDS:
+            sizes.clear()
+            now = [0] * len(order)
+        elif action in SETS and key is not None:
+            n = index.get(text) if isinstance(text, str) else None
+            if n is None:
+                continue
+            old = sizes.get(key)
+            if old is not None:
+                now[old[0]] -= old[1]
+            sizes[key] = (n, size)
+            now[n] += size
+        elif action in REMOVES and key is not None:
+            gone = sizes.pop(key, None)
+            if gone is not None:
+                now[gone[0]] -= gone[1]
+        else:
+            continue
+        raw.append((at, tuple(now)))
+    [(s[0], MARKS[s[1]]) for s in steps if s[1] in MARKS]
+    if len(raw) > BUCKETS:
+        start, span = raw[0][0], max(raw[-1][0] - raw[0][0], 1)
+        kept: dict[int, tuple[int, tuple[int, ...]]] = {}
+        for point in raw:
+            kept[min(BUCKETS - 1, (point[0] - start) * BUCKETS // span)] = point
+        raw = list(kept.values())
+    return [Point(at, dict(zip(order, values, strict=True))) for at, values in raw]
+
+
 def run(tmp: Path, settings: Settings) -> str:
     total = LINES.get(settings, TINY_LINES)
     start = time.perf_counter()
@@ -101,12 +155,22 @@ def run(tmp: Path, settings: Settings) -> str:
     finally:
         served.stop()
     with project.open_store("big", create=False) as store:
-        anew = []
+        anew, fetched, before = [], [], []
         for _ in range(7):  # what the first chart after a change costs: drawn anew
             t0 = time.perf_counter()
-            series_of(usage_steps(store, "big"), BUCKETS)
+            steps = usage_steps(store, "big")
+            t1 = time.perf_counter()
+            drawn = series_of(steps, BUCKETS)
+            [(step[0], STEP_MARKS[step[1]]) for step in steps if step[1] in STEP_MARKS]
             anew.append((time.perf_counter() - t0) * 1000)
+            fetched.append((t1 - t0) * 1000)
+            t2 = time.perf_counter()  # the same chart as the console drew it before
+            assert _before(project.dot / "playground.db", "big") == drawn
+            before.append((time.perf_counter() - t2) * 1000)
         anew.sort()
+        fetched.sort()
+        before.sort()
+        load_chart = os.getloadavg()
         t0 = time.perf_counter()
         fast = list(audit_history(store, "big", limit=50))
         fast_ms = (time.perf_counter() - t0) * 1000
@@ -116,6 +180,21 @@ def run(tmp: Path, settings: Settings) -> str:
         slow = list(audit_history(store, "big", limit=50))
         slow_ms = (time.perf_counter() - t0) * 1000
         assert fast == slow and len(fast) == 50
+        # audit verify: with the index forgotten (above) it reads the whole log and
+        # rebuilds the index; then the agent's own lines alone (see verify.from_index).
+        t0 = time.perf_counter()
+        rebuilt = verify_agent(store, "big")
+        rebuilt_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        own = verify_agent(store, "big")
+        own_s = time.perf_counter() - t0
+        assert rebuilt.ok and own.ok and "history index" in own.message, own.message
+        load_verify = os.getloadavg()
+    with project.open_store("small", create=False) as store:
+        t0 = time.perf_counter()  # 10 lines, written before almost all of the log
+        small = verify_agent(store, "small")
+        small_ms = (time.perf_counter() - t0) * 1000
+        assert small.ok and "history index" in small.message, small.message
     big = Agents(project).get("big").name
     load = os.getloadavg()
     out = [f"A log of {lines:,} lines ({size / 1e6:.0f} MB in {len(files)} files, built in "
@@ -127,12 +206,24 @@ def run(tmp: Path, settings: Settings) -> str:
            "| page | p50 | p99 | target (p99) |", "|---|---|---|---|"]
     for (label, (p50, p99)), target in zip(rows.items(), TARGETS_MS.values(), strict=True):
         out.append(f"| {label} | {p50:.1f} | {p99:.1f} | < {target:.0f} |")
+    mid = len(anew) // 2
     out += ["", f"The chart drawn anew (the first request after a change of the agent), in "
-            f"process: {anew[len(anew) // 2]:.0f} ms median, {anew[-1]:.0f} ms the slowest of "
-            f"{len(anew)}."]
+            f"process, {len(steps):,} steps: {anew[mid]:.0f} ms median (of which "
+            f"{fetched[mid]:.0f} ms reading the index rows), {anew[0]:.0f} ms the fastest and "
+            f"{anew[-1]:.0f} ms the slowest of {len(anew)}; as the console drew it before "
+            f"(each row's action and category as text, the state copied after every step), "
+            f"interleaved: {before[mid]:.0f} ms median ({before[mid] / max(anew[mid], 0.001):.1f}x), "
+            f"{before[0]:.0f} ms the fastest.  Load average then: "
+            f"{load_chart[0]:.1f} / {load_chart[1]:.1f} / {load_chart[2]:.1f}."]
     out += ["", f"`audit show --limit 50` of the big agent in process: {fast_ms:.1f} ms with "
             f"the history index, {slow_ms:.0f} ms reading the whole log "
             f"({slow_ms / max(fast_ms, 0.001):.0f}x), the same 50 lines."]
+    out += ["", f"`audit verify` of the big agent in process: {rebuilt_s:.1f} s reading the "
+            f"whole log (its index forgotten: rebuilt), then {own_s:.2f} s reading its own "
+            f"lines by the index ({rebuilt_s / max(own_s, 0.001):.0f}x); of agent `small` (10 "
+            f"lines, then the whole log written after them, searched for 16 MiB for a change "
+            f"that never committed): {small_ms:.0f} ms.  Load average then: "
+            f"{load_verify[0]:.1f} / {load_verify[1]:.1f} / {load_verify[2]:.1f}."]
     return "\n".join(out)
 
 

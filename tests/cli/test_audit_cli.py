@@ -46,6 +46,13 @@ def test_verify_passes_on_a_true_log(proj: Path) -> None:
     assert len(out.strip().splitlines()) == 1
 
 
+def test_verify_reads_the_agents_own_lines_unless_full(proj: Path) -> None:
+    own = ok(proj, "agent", "audit", "verify", "bot")
+    assert "found by the history index" in own and "intact over" not in own
+    whole = ok(proj, "agent", "audit", "verify", "bot", "--full")
+    assert "hash chain intact over" in whole and "5 entries agree with the store" in whole
+
+
 def test_an_edited_line_is_found(proj: Path) -> None:
     rows = lines(proj)
     rows[2] = rows[2].replace(b'"bytes":', b'"bytes":1')

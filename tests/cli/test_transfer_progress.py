@@ -92,11 +92,16 @@ def test_move_draws_a_bar(proj: Path, tmp_path: Path) -> None:
 def test_audit_verify_and_show_draw_a_bar_on_a_terminal_only(proj: Path) -> None:
     """Issue 22 item 4: the log is read in passes, each with its bar on a terminal;
     stdout is the same, and a pipe or --quiet gets no bar."""
-    status, out, terminal = on_terminal(proj, "agent", "audit", "verify", "bot")
+    status, out, terminal = on_terminal(proj, "agent", "audit", "verify", "bot", "--full")
     assert status == 0, terminal
     assert out.startswith("OK agent 'bot'")
     bars = [line for line in terminal.split("\n") if "verifying [" in line]
     assert len(bars) == 2 and all("100%" in bar for bar in bars)  # one per pass
+    # Without --full, the agent's own lines by the history index: one pass.
+    status, out, terminal = on_terminal(proj, "agent", "audit", "verify", "bot")
+    assert status == 0 and out.startswith("OK agent 'bot'"), terminal
+    bars = [line for line in terminal.split("\n") if "verifying [" in line]
+    assert len(bars) == 1 and "100%" in bars[0], terminal
     status, out, terminal = on_terminal(proj, "agent", "audit", "show", "bot", "--limit", "1")
     assert status == 0 and "reading [" in terminal and len(out.splitlines()) == 2
     status, out, terminal = on_terminal(proj, "agent", "audit", "verify", "bot", "--quiet")

@@ -131,6 +131,38 @@ def test_overview_agent_history_delete(browser: Any, tmp_path: Path) -> None:
         served.stop()
 
 
+def test_verify_shows_its_progress_and_holds_no_page(browser: Any, tmp_path: Path) -> None:
+    """The button starts the verify and shows its progress (here it waits for the
+    store's write lock, held by another connection); the deployer goes to the
+    history page and back meanwhile, and the result appears once the lock goes."""
+    import sqlite3
+
+    served = Served(make_project(tmp_path / "proj", history=True))
+    page = browser.new_page()
+    blocker = sqlite3.connect(served.project.dot / "playground.db", isolation_level=None)
+    try:
+        with screenshot_on_failure(page, tmp_path):
+            page.goto(f"http://{served.host}/?token={served.sessions.token}")
+            page.get_by_role("heading", name="Agents").wait_for()
+            blocker.execute("BEGIN IMMEDIATE")
+            row = page.locator("tr", has_text="busy")
+            row.locator("button.verify").click()
+            row.locator(".verifying progress").wait_for()
+            snap(page, "verifying")
+            page.goto(inside(page, "/agents/busy/history"))
+            page.get_by_role("heading", name="History of busy").wait_for()
+            page.go_back()
+            page.locator("tr", has_text="busy").locator(".verifying progress").wait_for()
+            blocker.execute("ROLLBACK")
+            result = page.locator("tr", has_text="busy").locator(".verify-result")
+            result.wait_for()
+            assert result.inner_text().startswith("OK")
+    finally:
+        blocker.close()
+        page.close()
+        served.stop()
+
+
 def test_a_cross_site_page_cannot_delete(browser: Any, tmp_path: Path) -> None:
     """A page on another origin posts the delete form to the console: the browser
     sends no cookie (SameSite=Strict) and another Origin, so nothing is deleted."""

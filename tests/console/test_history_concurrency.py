@@ -17,7 +17,7 @@ import urllib.parse
 from pathlib import Path
 
 from rotifer.agents.project import Project
-from rotifer.memory.audit.history import usable_entries
+from rotifer.memory.audit.history import step_of, usable_entries
 from tests.console.helpers import Response, Served, make_project
 
 
@@ -61,10 +61,11 @@ def test_the_chart_reduced_while_it_is_made_is_the_chart_reduced_after() -> None
     ``buckets(series_of(steps))`` draws."""
     from rotifer.console import chart
 
-    steps = [(1_772_366_400_000_000 + i * 997, ("write", "update", "evict", "drop_agent",
+    lines = [(1_772_366_400_000_000 + i * 997, ("write", "update", "evict", "drop_agent",
                                                  "access_denied")[i % 5 if i % 97 else 3],
               i % 53, ("CACHE", "PATTERN", "CONTEXT", "PREFERENCE", "BOGUS")[i % 5], i % 300)
              for i in range(5000)]
+    steps = [s for s in (step_of(*line) for line in lines) if s is not None]
     assert chart.series_of(steps, 50) == chart.buckets(chart.series_of(steps), most=50)
     assert len(chart.series_of(steps, 50)) <= 50
 
@@ -93,3 +94,64 @@ def test_the_chart_kept_by_the_console_follows_every_change(tmp_path: Path) -> N
             sum(first[-1].bytes.values())
     finally:
         data.close()
+
+
+def test_a_verify_from_the_page_answers_at_once_and_shows_its_progress(tmp_path: Path
+                                                                        ) -> None:
+    """From htmx (the console's own button) the verify starts in a thread of its
+    own and the answer is its progress, which asks again until the result is
+    there: here the verify waits for the store's write lock, and the button's
+    answer, its progress, the overview and the other pages all come meanwhile."""
+    project = make_project(tmp_path / "proj", history=True)
+    served = Served(project)
+    hx = {"HX-Request": "true"}
+    blocker = sqlite3.connect(project.dot / "playground.db", isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")  # the verify will wait for it
+        body = urllib.parse.urlencode({"csrf": served.csrf})
+        started = served.post("/agents/busy/verify", body, **hx)
+        assert started.status == 200 and "<progress" in started.text, started.text
+        assert "/agents/busy/verify/progress" in started.text and "verify-result" not in \
+            started.text
+        running = served.get("/agents/busy/verify/progress", **hx)
+        assert running.status == 200 and "<progress" in running.text
+        assert "Verifying the audit log of busy" in served.get("/").text
+        assert served.get("/agents/busy/history").status == 200
+        twice = served.post("/agents/busy/verify", body, **hx)  # the same verify, not two
+        assert "<progress" in twice.text
+        assert sum(t.name.startswith("verify ") for t in threading.enumerate()) == 1
+        blocker.execute("ROLLBACK")
+        deadline = time.monotonic() + 120
+        while "<progress" in (now := served.get("/agents/busy/verify/progress", **hx)).text:
+            assert time.monotonic() < deadline, "the verify never ended"
+            time.sleep(0.05)
+        assert "verify-result" in now.text and "OK: agent" in now.text, now.text
+        assert "OK: agent" in served.get("/").text
+    finally:
+        blocker.close()
+        served.stop()
+
+
+def test_the_reduced_chart_is_the_reduced_full_chart_for_any_steps() -> None:
+    """The same with times out of order (writers' lines interleave), refusals,
+    ends of the memory, unknown categories and keys without a name, for every
+    reduction from 1 point to none: only the state at each slice's end is
+    copied, and it is the state ``buckets`` keeps."""
+    import random
+
+    from rotifer.console import chart
+
+    rng = random.Random(31)
+    actions = ("write", "update", "evict", "delete", "import", "access_denied",
+               "drop_agent", "move", "expire")
+    for _ in range(60):
+        at, steps = 1_772_366_400_000_000, []
+        for i in range(rng.choice([0, 1, 7, 360, 361, 1200])):
+            at += rng.choice([0, 1, 997, -5, 100_000])
+            step = step_of(at, rng.choice(actions), rng.choice([None, i % 53, i % 7]),
+                           rng.choice(["CACHE", "PATTERN", "CONTEXT", "PREFERENCE", "BOGUS",
+                                       None]), rng.randrange(300))
+            if step is not None:
+                steps.append(step)
+        for most in (1, 2, 50, 360):
+            assert chart.series_of(steps, most) == chart.buckets(chart.series_of(steps), most)

@@ -56,8 +56,7 @@ def readings(store: MemoryStore, agent: str) -> dict[str, Any]:
         "rolled": list(audit_history(store, agent, rolled_back=True)),
         "newest": list(audit_history(store, agent, limit=3, rolled_back=True)),
         "actor": list(audit_history(store, agent, actor=G2)),
-        "chart": [(at, action, category, size) for at, action, _, category, size
-                  in usage_steps(store, agent)],
+        "chart": [(at, code, size) for at, code, _, size in usage_steps(store, agent)],
     }
     keys = sorted({str(line["key"]) for line in out["all"] if line.get("key")})
     for key in keys[:3]:

@@ -52,7 +52,8 @@ def test_the_log_rolls_over_and_verify_reads_every_file(
     assert len(kept) >= 3
     assert [p.name for p in kept] == [f"audit.jsonl.{n}" for n in range(1, len(kept) + 1)]
     assert all(p.stat().st_size <= LIMIT for p in [*kept, log])
-    report = verify_agent(stores[0], "bot")
+    assert verify_agent(stores[0], "bot").ok  # its own lines, found by the index
+    report = verify_agent(stores[0], "bot", full=True)  # the chain over every file
     assert report.ok, report.message
     assert f"over {sum(len(p.read_bytes().splitlines()) for p in [*kept, log])} lines" \
         in report.message

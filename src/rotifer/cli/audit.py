@@ -131,11 +131,16 @@ def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
 
 @audit_group.command("verify")
 @click.argument("name")
+@click.option("--full", is_flag=True,
+              help="read the whole shared log: the hash chain over every agent's lines "
+                   "(by default NAME's own lines are checked, found by the history index)")
 @click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
-def verify_command(ctx: click.Context, name: str, quiet: bool) -> None:
-    """Check NAME's audit log: an intact hash chain that ends where the store says
-    (its anchor), and agreement with the store.
+def verify_command(ctx: click.Context, name: str, full: bool, quiet: bool) -> None:
+    """Check NAME's audit log: each of its lines as the store recorded it (or,
+    with --full or when the history index cannot say, an intact hash chain over
+    the whole log), ending where the store says (its anchor), and agreement
+    with the store.
 
     Example:
 
@@ -148,7 +153,7 @@ def verify_command(ctx: click.Context, name: str, quiet: bool) -> None:
     progress, done = log_progress("verifying", quiet)
     try:
         with _open(ctx, name) as store:
-            report = verify_agent(store, name, progress=progress)
+            report = verify_agent(store, name, progress=progress, full=full)
     finally:
         done()
     if not report.ok:

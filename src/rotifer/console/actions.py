@@ -25,7 +25,7 @@ from rotifer.memory.errors import invalid
 from rotifer.memory.views.browse import describe_keys
 from rotifer.memory.views.deployer_memory import Changed
 
-from .app import error_text, failure_page, key_of, link, plural, render
+from .app import error_text, key_of, link, plural, render
 from .data import Verified
 from .pages import _category, data_of
 from .security import CSRF_FIELD, CSRF_HEADER, Protections, session_of
@@ -43,9 +43,15 @@ async def _form(request: Request) -> FormData:
 
 
 async def verify(request: Request) -> Response:
+    """Verify the agent's audit log.  From htmx the verify starts in a thread of
+    its own and the answer is its progress, which asks again (:func:`verifying`)
+    until the result is there; without script the answer waits for the result."""
     await _form(request)
     name = request.path_params["name"]
     data = data_of(request)
+    if request.headers.get("hx-request") == "true":
+        await run_in_threadpool(data.start_verify, name, error_text)
+        return verifying(request)
 
     def check() -> Verified:
         try:
@@ -55,6 +61,18 @@ async def verify(request: Request) -> Response:
 
     data.verified[name] = await run_in_threadpool(check)
     return render(request, "verified.html", name=name, result=data.verified[name])
+
+
+def verifying(request: Request) -> Response:
+    """The agent's verify as it stands: its progress while it runs (the fragment
+    asks again), else its result and the button."""
+    name = request.path_params["name"]
+    data = data_of(request)
+    progress = data.verify_progress(name)
+    if progress is not None:
+        return render(request, "verifying.html", name=name, done=progress[0],
+                      total=progress[1])
+    return render(request, "verified.html", name=name, result=data.verified.get(name))
 
 
 def _selection(form: FormData) -> tuple[str, list[str], Category | None]:
@@ -106,11 +124,8 @@ async def confirm(request: Request) -> Response:
     name = request.path_params["name"]
 
     def run() -> Response:
-        try:
-            mode, keys, category = _selection(form)
-            return _confirmation(request, name, mode, keys, category)
-        except Exception as exc:
-            return failure_page(request, exc)
+        mode, keys, category = _selection(form)
+        return _confirmation(request, name, mode, keys, category)
     response: Response = await run_in_threadpool(run)
     return response
 
@@ -134,15 +149,12 @@ async def delete(request: Request) -> Response:
         raise invalid("a deletion carries what its confirmation showed; confirm it first")
 
     def run() -> Response:
+        mode, keys, category = _selection(form)
         try:
-            mode, keys, category = _selection(form)
-            try:
-                removed = data.run(name, lambda store: remove(store, mode, keys, category))
-            except Changed as exc:
-                return _confirmation(request, name, mode, keys, category,
-                                     changed=exc.message, status=409)
-        except Exception as exc:
-            return failure_page(request, exc)
+            removed = data.run(name, lambda store: remove(store, mode, keys, category))
+        except Changed as exc:
+            return _confirmation(request, name, mode, keys, category,
+                                 changed=exc.message, status=409)
         session_of(request).flash = f"Removed {plural(removed, 'entry', 'entries')}"
         to = link(request, "agent", name=name)
         if request.headers.get("hx-request") == "true":  # the whole page, not the dialog

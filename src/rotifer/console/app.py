@@ -1,15 +1,18 @@
 """The console as a Starlette application: routes, templates, error handling.
 
-The endpoints live at module level in :mod:`.pages` (reads, GET) and
-:mod:`.actions` (changes, POST, checked by :mod:`.security` for origin and here
-for the session's CSRF token); they find the project's data, the templates and
-the sessions on ``request.app.state``.  A request from htmx (``HX-Request``)
-gets only the part of the page it replaces.  Refusals (``HTTPException``) go
-through an exception handler; any other error an endpoint raises is caught by
-:func:`endpoint` (Starlette's catch-all ``Exception`` handler re-raises to the
-server, which would log a traceback) and shown as the CLI prints it, ``CODE:
-message`` on one line and escaped, with any database URL cut out; never a
-traceback, never a value.
+The endpoints live at module level in :mod:`.pages` (reads, GET: plain
+functions, which Starlette runs in its thread pool, so the store is never used
+from the event loop) and :mod:`.actions` (changes, POST, checked by
+:mod:`.security` for origin and there for the session's CSRF token); they find
+the project's data, the templates and the sessions on ``request.app.state``.
+A request from htmx (``HX-Request``) gets only the part of the page it
+replaces.  Errors go through Starlette's exception handlers: refusals
+(``HTTPException``) as plain text, any other error an endpoint raises as the
+error page (or, for htmx, the fragment it swaps in), shown as the CLI prints
+it, ``CODE: message`` on one line and escaped, with any database URL cut out;
+never a traceback, never a value.  An error without a code (one nobody
+foresaw) is a 500 ``INTERNAL_ERROR``, which Starlette also raises on to the
+server: the console's terminal gets it as one line (:mod:`.server`).
 """
 
 from __future__ import annotations
@@ -17,14 +20,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import jinja2
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import URL
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -34,8 +36,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from rotifer.agents.project import Project
+from rotifer.genes.errors import RotiferError
 from rotifer.memory import Category, format_time
-from rotifer.memory.errors import invalid
+from rotifer.memory.errors import AgentMemoryError, invalid
 from rotifer.memory.views.browse import SORTS
 from rotifer.text import human_size, shown
 
@@ -51,7 +54,6 @@ from .security import (
 )
 
 HERE = Path(__file__).parent
-Handler = Callable[[Request], Response]
 _URL = re.compile(r"postgres(?:ql)?://\S+", re.IGNORECASE)
 
 
@@ -139,6 +141,7 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
         Route("/agents/{name}/history/export.{kind}", pages.history_export,
               name="history_export"),
         Route("/agents/{name}/verify", actions.verify, methods=["POST"], name="verify"),
+        Route("/agents/{name}/verify/progress", actions.verifying, name="verifying"),
         Route("/agents/{name}/delete/confirm", actions.confirm, methods=["POST"],
               name="confirm"),
         Route("/agents/{name}/delete", actions.delete, methods=["POST", "DELETE"],
@@ -152,8 +155,12 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
         yield
         data.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={HTTPException: _http_error})
+    # Coded errors (what the CLI prints as CODE: message) are answered by
+    # Starlette's ExceptionMiddleware; anything else by its ServerErrorMiddleware
+    # (500), which then raises it on to the server: .server logs it as one line.
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+        HTTPException: _http_error, RotiferError: _failure, AgentMemoryError: _failure,
+        Exception: _failure})
     app.state.data = data
     app.state.templates = templates
     app.state.sessions = sessions
@@ -172,20 +179,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
 
 
-def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A page or action: run in a worker thread (the store is never used from the
-    event loop); anything it raises but an HTTPException becomes the error page
-    (or, for htmx, the fragment it swaps in), never a traceback."""
-    async def run(request: Request) -> Response:
-        try:
-            response: Response = await run_in_threadpool(handler, request)
-        except HTTPException:
-            raise
-        except Exception as exc:
-            return failure_page(request, exc)
-        return response
-    run.__name__ = handler.__name__
-    return run
+async def _failure(request: Request, exc: Exception) -> Response:
+    return failure_page(request, exc)
 
 
 def failure_page(request: Request, exc: BaseException) -> Response:

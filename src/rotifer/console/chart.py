@@ -20,14 +20,14 @@ from typing import Any
 
 from rotifer.memory.audit.actions import (
     ACCESS_DENIED,
-    ENDS,
+    ENDED,
     EVICT,
     EXPIRE,
     QUOTA_EXCEEDED,
-    REMOVES,
-    SETS,
+    REMOVE_ACTIONS,
+    REMOVED,
 )
-from rotifer.memory.audit.history import Step
+from rotifer.memory.audit.history import Step, step_of
 from rotifer.memory.clock import format_time, parse_time
 from rotifer.memory.model import Category
 from rotifer.text import human_size
@@ -52,48 +52,85 @@ def series(lines: Iterable[Mapping[str, Any]]) -> list[Point]:
             at = parse_time(str(line.get("ts")))
         except ValueError:
             continue
-        category = line.get("category")
-        steps.append((at, str(line.get("action")), line.get("key"),
-                      category if isinstance(category, str) else None,
-                      int(line.get("bytes") or 0)))
+        step = step_of(at, line.get("action"), line.get("key"), line.get("category"),
+                       int(line.get("bytes") or 0))
+        if step is not None:
+            steps.append(step)
     return series_of(steps)
+
+
+def _draws(step: Step) -> bool:
+    """Does the step make a point (a known set or a removal of a key, an end)?"""
+    code = step[1]
+    return code == ENDED or (code >= 0 and step[2] is not None)
+
+
+def _span(steps: list[Step], most: int) -> tuple[int, int] | None:
+    """(start, span) of the times of the steps that make a point, if more than
+    ``most`` do (else ``None``: every point is kept).  The first and the last
+    such step are found from either end, and counting stops past ``most``."""
+    first = next((s for s in steps if _draws(s)), None)
+    last = next((s for s in reversed(steps) if _draws(s)), None)
+    if first is None or last is None:
+        return None
+    counted = 0
+    for step in steps:
+        if _draws(step):
+            counted += 1
+            if counted > most:
+                return first[0], max(last[0] - first[0], 1)
+    return None
 
 
 def series_of(steps: Iterable[Step], most: int | None = None) -> list[Point]:
     """:func:`series` of the steps :func:`~rotifer.memory.audit.history.usage_steps`
     gives (a key may be its hash there: only its identity counts); with ``most``,
-    already reduced as :func:`buckets` reduces it (only the points kept are made:
-    a history of 100,000 lines is drawn from 360)."""
+    already reduced as :func:`buckets` reduces it: the state is copied only at
+    the last step of each time slice (a history of 100,000 lines is drawn from
+    360 copies, not 100,000)."""
     order = list(Category)
-    index = {c.value: n for n, c in enumerate(order)}
+    steps = steps if isinstance(steps, list) else list(steps)
+    window = None if most is None else _span(steps, most)
+    start, span = window if window is not None else (0, 1)
+    slices = most if window is not None and most is not None else 0
     sizes: dict[object, tuple[int, int]] = {}
     now = [0] * len(order)
     raw: list[tuple[int, tuple[int, ...]]] = []
-    for at, action, key, text, size in steps:
-        if action in ENDS:
-            sizes.clear()
-            now = [0] * len(order)
-        elif action in SETS and key is not None:
-            n = index.get(text) if isinstance(text, str) else None
-            if n is None:
-                continue
+    #: slice -> the state after its last step (a slice met again, out of time
+    #: order, keeps its place and takes the later state, as in :func:`buckets`)
+    kept: dict[int, tuple[int, tuple[int, ...]]] = {}
+    current: int | None = None
+    last_at = 0
+    ended = ENDED
+    for at, code, key, size in steps:
+        if code == ended:
+            pass
+        elif code < 0 or key is None:
+            continue
+        if slices:  # copy the state only when a slice ends (before this step changes it)
+            at_slice = min(slices - 1, (at - start) * slices // span)
+            if at_slice != current:
+                if current is not None:
+                    kept[current] = (last_at, tuple(now))
+                current = at_slice
+            last_at = at
+        if code < ended:
             old = sizes.get(key)
             if old is not None:
                 now[old[0]] -= old[1]
-            sizes[key] = (n, size)
-            now[n] += size
-        elif action in REMOVES and key is not None:
+            sizes[key] = (code, size)
+            now[code] += size
+        elif code == ended:
+            sizes.clear()
+            now = [0] * len(order)
+        else:
             gone = sizes.pop(key, None)
             if gone is not None:
                 now[gone[0]] -= gone[1]
-        else:
-            continue
-        raw.append((at, tuple(now)))
-    if most is not None and len(raw) > most:
-        start, span = raw[0][0], max(raw[-1][0] - raw[0][0], 1)
-        kept: dict[int, tuple[int, tuple[int, ...]]] = {}
-        for point in raw:
-            kept[min(most - 1, (point[0] - start) * most // span)] = point
+        if not slices:
+            raw.append((at, tuple(now)))
+    if slices and current is not None:
+        kept[current] = (last_at, tuple(now))
         raw = list(kept.values())
     return [Point(at, dict(zip(order, values, strict=True))) for at, values in raw]
 
@@ -123,6 +160,9 @@ def nice_top(value: int) -> int:
 
 #: What the chart marks below its time axis, by audit action.
 MARKS = {EVICT: "evict", EXPIRE: "evict", ACCESS_DENIED: "refusal", QUOTA_EXCEEDED: "refusal"}
+#: The marks of the chart's steps, by :func:`~rotifer.memory.audit.actions.step_code`.
+STEP_MARKS = {REMOVED + i: MARKS[action] for i, action in enumerate(REMOVE_ACTIONS)
+              if action in MARKS}
 
 
 def svg(points: list[Point], quota: int, marks: Iterable[tuple[int, str]] = ()) -> str:

@@ -12,9 +12,10 @@ own connection's transactions (SQLite: one short transaction at a time per
 store; PostgreSQL: a pool), so pages are served concurrently and a slow one
 holds no other.  Histories and the chart read the history index
 (:mod:`rotifer.memory.audit.index`): the agent's own lines, not the shared log.
-The one long piece of work, ``verify``, reads the whole log: it runs on a
-store of its own (its own connection, so the pages' store is never held by
-it), and reports how far it got (:meth:`ConsoleData.verify_progress`).
+The one long piece of work, ``verify``, runs on a store of its own (its own
+connection, so the pages' store is never held by it), in a thread of its own
+when the page asks with htmx (:meth:`ConsoleData.start_verify`), and reports
+how far it got (:meth:`ConsoleData.verify_progress`), which the page shows.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from urllib.parse import urlencode
 
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import require_memory
-from rotifer.console.chart import BUCKETS, MARKS, Point, series_of
+from rotifer.console.chart import BUCKETS, STEP_MARKS, Point, series_of
 from rotifer.memory import Category, MemoryStore
 from rotifer.memory.audit.history import AuditLine, audit_history, usage_steps
 from rotifer.memory.audit.read import Scan
@@ -84,6 +85,8 @@ class ConsoleData:
                                       tuple[list[Point], list[tuple[int, str]]]]] = {}
         #: agent -> (bytes read, bytes in all) while its verify runs.
         self._progress: dict[str, tuple[int, int]] = {}
+        #: agent -> the thread of the verify started for it (:meth:`start_verify`).
+        self._jobs: dict[str, threading.Thread] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -126,7 +129,8 @@ class ConsoleData:
                 return cached[1]
             steps = usage_steps(store, agent)
             drawn = (series_of(steps, BUCKETS),
-                     [(step[0], MARKS[step[1]]) for step in steps if step[1] in MARKS])
+                     [(step[0], STEP_MARKS[step[1]]) for step in steps
+                      if step[1] in STEP_MARKS])
             self._charts[agent] = (version, drawn)
             return drawn
 
@@ -150,6 +154,28 @@ class ConsoleData:
             self._progress.pop(agent, None)
         self.verified[agent] = verified
         return verified
+
+    def start_verify(self, agent: str, failed: Callable[[Exception], str]) -> None:
+        """Start :meth:`verify` in a thread of its own, unless one runs for
+        ``agent``; the page asks :meth:`verify_progress` until it ends, and its
+        result is then in :attr:`verified` (``failed`` words an error, as the
+        pages show one)."""
+        def run() -> None:
+            try:
+                self.verify(agent)
+            except Exception as exc:
+                self.verified[agent] = Verified(False, failed(exc), 0)
+            finally:
+                with self._lock:
+                    self._jobs.pop(agent, None)
+
+        with self._lock:
+            if agent in self._jobs:
+                return
+            self._progress[agent] = (0, 0)
+            job = self._jobs[agent] = threading.Thread(target=run, daemon=True,
+                                                       name=f"verify {agent!r}")
+        job.start()
 
     def verify_progress(self, agent: str) -> tuple[int, int] | None:
         """(bytes read, bytes in all) of the verify running for ``agent``, if one is."""

@@ -27,7 +27,7 @@ from rotifer.memory.views.browse import (
 from rotifer.text import shown
 
 from . import chart
-from .app import endpoint, render, swaps
+from .app import render, swaps
 from .data import AgentPage, ConsoleData, Listing, audit_lines
 from .security import session_of
 
@@ -45,12 +45,12 @@ def data_of(request: Request) -> ConsoleData:
     return data
 
 
-@endpoint
 def overview(request: Request) -> Response:
     data = data_of(request)
     agents, problems = data.overview()
     return render(request, "overview.html", agents=agents, problems=problems,
-                  verified=data.verified, names=data.gene_names())
+                  verified=data.verified, verifying=data.verify_progress,
+                  names=data.gene_names())
 
 
 def listing_of(request: Request) -> Listing:
@@ -82,7 +82,6 @@ def read_listing(data: ConsoleData, name: str, listing: Listing) -> AgentPage:
     return view
 
 
-@endpoint
 def agent(request: Request) -> Response:
     name = request.path_params["name"]
     listing = listing_of(request)
@@ -94,7 +93,6 @@ def agent(request: Request) -> Response:
                   matched=listing.matched(view))
 
 
-@endpoint
 def entry(request: Request) -> Response:
     """One entry: every field but its value, and its lines in the audit log."""
     name = request.path_params["name"]
@@ -127,7 +125,6 @@ def described(e: EntryInfo, names: dict[str, str]) -> dict[str, Any]:
             "expiresAt": e.expires_at}
 
 
-@endpoint
 def export(request: Request) -> Response:
     """What the listing shows (its filters and sort, every page up to
     :data:`EXPORT_MOST` entries) as JSON or CSV; never a value."""
@@ -197,7 +194,6 @@ def history_lines(request: Request, names: dict[str, str]
     return lines, skip, most
 
 
-@endpoint
 def history(request: Request) -> Response:
     name = request.path_params["name"]
     q = request.query_params
@@ -220,7 +216,6 @@ LINE_FIELDS = ("ts", "seq", "action", "key", "category", "bytes", "actor", "acto
                "code", "reason")
 
 
-@endpoint
 def history_export(request: Request) -> Response:
     """The lines the history page shows (its filters and position) as JSON or CSV."""
     name, kind = request.path_params["name"], request.path_params["kind"]
@@ -232,7 +227,6 @@ def history_export(request: Request) -> Response:
     return _download(name, "history", kind, rows, LINE_FIELDS)
 
 
-@endpoint
 def history_chart(request: Request) -> Response:
     name = request.path_params["name"]
     data = data_of(request)

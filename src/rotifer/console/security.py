@@ -39,19 +39,14 @@ from __future__ import annotations
 import hmac
 import secrets
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlencode
 
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf"
@@ -61,15 +56,15 @@ SESSION_ROOT = "/s/"
 IDLE_SECONDS = 3600
 READS = frozenset({"GET", "HEAD"})
 CHANGES = frozenset({"POST", "DELETE"})
-HEADERS = [
-    (b"content-security-policy",
-     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-     b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
-    (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"same-origin"),
-    (b"cache-control", b"no-store"),
-    (b"x-content-type-options", b"nosniff"),
-]
+HEADERS = {
+    "content-security-policy":
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "x-frame-options": "DENY",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+}
 
 
 def _secret() -> str:
@@ -272,9 +267,13 @@ class Guard:
 
 
 def _with_headers(send: Send) -> Send:
+    """``send`` adding :data:`HEADERS` to every answer (as Starlette's own
+    middleware add theirs: :class:`MutableHeaders` over the start message)."""
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
-            message["headers"] = [*message.get("headers", []), *HEADERS]
+            headers = MutableHeaders(scope=message)
+            for name, value in HEADERS.items():
+                headers.append(name, value)
         await send(message)
     return sending
 

@@ -13,6 +13,7 @@ not for production use.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from rotifer.agents.project import Project
 from rotifer.genes.errors import RotiferError
 
-from .app import create_app
+from .app import create_app, error_text
 from .security import IDLE_SECONDS, Sessions
 
 
@@ -98,6 +99,25 @@ class _Taken(Exception):
     pass
 
 
+class OneLine(logging.Filter):
+    """An error the application raised on to uvicorn (Starlette does, after its
+    500 page) is logged as the page says it, ``console: CODE: message``, without
+    its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg, record.args = "console: %s", (error_text(record.exc_info[1]),)
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def one_line_errors() -> None:
+    """Install :class:`OneLine` on uvicorn's error log (once)."""
+    log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, OneLine) for f in log.filters):
+        log.addFilter(OneLine())
+
+
 def serve(project: Project, host: str, port: int, *, allow_remote: bool,
           say: Callable[[str], None], warn: Callable[[str], None]) -> None:
     """Run the console until Ctrl-C (or SIGTERM)."""
@@ -127,6 +147,7 @@ def serve(project: Project, host: str, port: int, *, allow_remote: bool,
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                             server_header=False)
     server = uvicorn.Server(config)
+    one_line_errors()
     say(f"rotifer console for {project.root}\n"
         f"Open {address(sessions.token)}\n"
         f"(the address signs one browser in, once; a session ends after "

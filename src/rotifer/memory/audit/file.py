@@ -38,6 +38,7 @@ had not committed yet.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import stat
@@ -118,8 +119,8 @@ def current_number(path: Path) -> int:
 
 
 #: Where each appended line went: (its dict, file number, byte offset, length with
-#: its newline), in order; filled by :meth:`LogFile.append` when asked.
-Placed = list[tuple[Mapping[str, Any], int, int, int]]
+#: its newline, its SHA-256), in order; filled by :meth:`LogFile.append` when asked.
+Placed = list[tuple[Mapping[str, Any], int, int, int, bytes]]
 
 
 def _archived_last_hash(path: Path) -> str | None:
@@ -193,9 +194,10 @@ def write_all(fd: int, data: bytes, start: int) -> None:
 def _place(placed: Placed, lines: Sequence[Mapping[str, Any]], data: bytes, number: int,
            offset: int) -> None:
     """Record where each of ``lines`` (written as ``data`` at ``offset`` of file
-    ``number``) went: a line holds no raw newline, so ``data`` splits exactly."""
+    ``number``) went, and its SHA-256 (the digest the next line's ``prev``
+    names): a line holds no raw newline, so ``data`` splits exactly."""
     for line, text in zip(lines, data.split(b"\n")[:-1], strict=True):
-        placed.append((line, number, offset, len(text) + 1))
+        placed.append((line, number, offset, len(text) + 1, hashlib.sha256(text).digest()))
         offset += len(text) + 1
 
 

@@ -26,11 +26,11 @@ import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, cast
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .actions import CHART_ACTIONS, DROP_AGENT, IMPORT_AGENT, ROLLED_BACK
+from .actions import DROP_AGENT, IMPORT_AGENT, ROLLED_BACK, step_code
 from .index import (
     ACTION,
     CATEGORY,
@@ -320,9 +320,19 @@ def _imports_from_index(tx: Transaction, path: Path | None, agent: str,
     return imports, frozenset(epochs)
 
 
-#: One change of bytes for the chart: (time in µs, action, the key or its hash,
-#: category, bytes) -- oldest first (see :func:`usage_steps`).
-Step: TypeAlias = tuple[int, str, object, "str | None", int]
+#: One change of bytes for the chart: (time in µs, :func:`.actions.step_code`, the
+#: key or its hash, bytes) -- oldest first (see :func:`usage_steps`).
+Step: TypeAlias = tuple[int, int, object, int]
+
+
+def step_of(at: int, action: object, key: object, category: object, size: object
+            ) -> Step | None:
+    """The chart's step of a line (``None``: a line that changes no bytes)."""
+    code = step_code(action, category)
+    if code is None:
+        return None
+    return (at, code, key, size if isinstance(size, int) and not isinstance(size, bool)
+            else 0)
 
 
 def usage_steps(store: StoreParts, agent: str) -> list[Step]:
@@ -331,29 +341,26 @@ def usage_steps(store: StoreParts, agent: str) -> list[Step]:
     columns alone when it is usable (no line read but its imports'), else from
     :func:`audit_history`."""
     path = store.audit.path
-    followed = frozenset(CHART_ACTIONS)
     with store.backend.read() as tx:
         record = tx.get_agent(agent)
         # A backend that keeps the lines (PostgreSQL) is read as audit_history reads it.
         found = plan(tx, path, agent, record) if tx.audit_lines(agent) is None else None
         if found is not None and found.simple:
-            return [(r[0], r[1], r[2], r[3], r[4]) for r in tx.index_steps(agent)]
+            return cast("list[Step]", tx.index_steps(agent))  # rows of a Step's columns
         if found is not None:
-            return [(r[TS_US], r[ACTION], r[KEY_HASH], r[CATEGORY], r[NBYTES])
-                    for r in kept_entries(tx.index_entries(agent), found.wanted, False)
-                    if r[ACTION] in followed]
+            kept = (step_of(r[TS_US], r[ACTION], r[KEY_HASH], r[CATEGORY], r[NBYTES])
+                    for r in kept_entries(tx.index_entries(agent), found.wanted, False))
+            return [step for step in kept if step is not None]
     out: list[Step] = []
     for line in audit_history(store, agent):
-        if line.get("action") not in followed:
-            continue
         try:
             at = parse_time(str(line.get("ts")))
         except ValueError:
             continue
-        category, nbytes = line.get("category"), line.get("bytes")
-        out.append((at, str(line.get("action")), line.get("key"),
-                    category if isinstance(category, str) else None,
-                    nbytes if isinstance(nbytes, int) else 0))
+        step = step_of(at, line.get("action"), line.get("key"), line.get("category"),
+                       line.get("bytes"))
+        if step is not None:
+            out.append(step)
     out.reverse()
     return out
 

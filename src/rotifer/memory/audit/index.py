@@ -5,7 +5,8 @@ from it costs the whole log.  The store therefore keeps, for every line it
 appends for an agent, one row of ``memory_audit_index`` (SQLite and
 PostgreSQL alike; primary key ``(agent_id, file_no, off)``)::
 
-    agent_id, file_no, off, len, seq, epoch, ts_us, action, key_hash, category, nbytes
+    agent_id, file_no, off, len, seq, epoch, ts_us, action, key_hash, category, nbytes,
+    digest
 
 ``file_no`` is the number the live ``audit.jsonl`` gets when it rolls over
 (:func:`.file.current_number`): ``audit.jsonl.N`` once rolled, the live file
@@ -18,7 +19,10 @@ is of a committed change -- or a ``rolled_back`` line, a refusal, an export
 their append; one lost to a kill in between is the only thing a reader may
 miss, and ``audit verify`` puts it back).  ``key_hash`` (64 bits of BLAKE2b of
 the key), ``category`` and ``nbytes`` are enough to draw the chart without
-reading a line.
+reading a line.  ``digest`` is the line's SHA-256 (what the next line's
+``prev`` names), committed with the change: ``audit verify`` of one agent
+checks each of its lines against it and reads no other agent's line (a row
+from before the column has none, and verify reads the whole log and rebuilds).
 
 ``memory_audit_indexed`` says for which agents the rows are the whole
 history: ``(agent_id, epoch)`` -- set when ``agent create`` makes the memory
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from hashlib import blake2b
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -61,10 +65,12 @@ class Entry(NamedTuple):
     key_hash: int | None
     category: str | None
     nbytes: int
+    #: The line's SHA-256 (``None``: a row written before rows had one).
+    digest: bytes | None = None
 
 
 #: The positions in an :data:`IndexRow` the passes over all rows read.
-SEQ, EPOCH, TS_US, ACTION, KEY_HASH, CATEGORY, NBYTES = 3, 4, 5, 6, 7, 8, 9
+SEQ, EPOCH, TS_US, ACTION, KEY_HASH, CATEGORY, NBYTES, DIGEST = 3, 4, 5, 6, 7, 8, 9, 10
 
 
 #: Past every place: the start of a walk from the newest row back.
@@ -84,7 +90,8 @@ def key_hash(key: object) -> int | None:
 
 
 def entry_of(line: Mapping[str, Any], file_no: int, off: int, length: int,
-             times: dict[str, int] | None = None) -> Entry | None:
+             times: dict[str, int] | None = None, digest: bytes | None = None
+             ) -> Entry | None:
     """The row of ``line`` at that place, or ``None`` for a line no agent's history holds."""
     ts = line.get("ts")
     if not isinstance(line.get("agent"), str) or not isinstance(ts, str):
@@ -102,17 +109,18 @@ def entry_of(line: Mapping[str, Any], file_no: int, off: int, length: int,
     return Entry(file_no, off, length, seq if isinstance(seq, int) else None,
                  epoch if isinstance(epoch, str) else "", at, str(line.get("action")),
                  key_hash(line.get("key")), category if isinstance(category, str) else None,
-                 nbytes if isinstance(nbytes, int) and not isinstance(nbytes, bool) else 0)
+                 nbytes if isinstance(nbytes, int) and not isinstance(nbytes, bool) else 0,
+                 digest)
 
 
 def rows_for(agent_id: str, placed: Placed) -> list[tuple[Any, ...]]:
     """The index rows of ``agent_id``'s lines among those just appended."""
     times: dict[str, int] = {}
     out = []
-    for line, file_no, off, length in placed:
+    for line, file_no, off, length, digest in placed:
         if line.get("agent") != agent_id:
             continue
-        entry = entry_of(line, file_no, off, length, times)
+        entry = entry_of(line, file_no, off, length, times, digest)
         if entry is not None:
             out.append((agent_id, *entry))
     return out
@@ -174,6 +182,28 @@ class LineReader:
                 or key_hash(line.get("key")) != entry.key_hash:
             raise IndexStale(f"another line at {entry.file_no}:{entry.off}")
         return line, raw[:-1]
+
+    def raw_lines(self, rows: Sequence[IndexRow]) -> Iterator[tuple[IndexRow, bytes]]:
+        """Each row with the bytes at its place (its newline included; shorter if
+        the file is): a run of adjacent places is read at once, up to 64 KiB
+        (and one line), so memory stays bounded whatever the agent's history.
+        Nothing is checked: the caller compares the bytes with the row's digest."""
+        i, count = 0, len(rows)
+        while i < count:
+            file_no, start = rows[i][0], rows[i][1]
+            end, j = start + rows[i][2], i + 1
+            while j < count and rows[j][0] == file_no and rows[j][1] == end \
+                    and end - start < (1 << 16):
+                end += rows[j][2]
+                j += 1
+            data = os.pread(self._fd(file_no), end - start, start)
+            self.lines_read += j - i
+            self.bytes_read += len(data)
+            at = 0
+            for row in rows[i:j]:
+                yield row, data[at:at + row[2]]
+                at += row[2]
+            i = j
 
     def lines(self, entries: Iterable[IndexRow]) -> Iterator[dict[str, Any]]:
         for entry in entries:

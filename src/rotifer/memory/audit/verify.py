@@ -33,6 +33,13 @@ no change committed anywhere is ever marked.  All of this runs holding the
 agent (a write transaction that changes nothing), so no change of the agent
 is between appending its lines and committing meanwhile.
 
+Most of the time none of that reads the shared log: when the history index
+is whole for the agent and carries each line's SHA-256 (:func:`from_index`),
+the agent's own lines are read at their places and each must hash to the
+digest the store committed with it; the anchor and the replay are as above.
+Anything it cannot vouch for sends verify to the whole log (``full=True``
+always does), which names the first thing wrong and rebuilds the index.
+
 With a backend that keeps the lines itself (PostgreSQL's ``memory_audit``,
 written in each change's own transaction), the history's segments that lived
 there are read from there -- only committed changes, in commit order, from
@@ -55,6 +62,7 @@ from .file import Placed
 from .history import StoreParts, is_simple
 from .index import Entry, entry_of, rows_for
 from .lineage import history_lines, lineage, note_import
+from .own import by_index
 from .read import Logged, LogProblem, Scan, read_chained, scan
 from .replay import Replay, compare, counted
 from .text import rolled_back_line
@@ -102,7 +110,8 @@ def _first_pass(path: Path, agent: str, record: AgentRecord | None, stats: Scan,
             found.legacy += 1
         note_import(imports, line)
         if logged.place is not None:
-            entry = entry_of(line, *logged.place, times)
+            entry = entry_of(line, *logged.place, times,
+                             bytes.fromhex(logged.digest) if logged.digest else None)
             if entry is not None:
                 found.places.append((entry, line.get("ts")))
         if last is not None and line.get("seq") == last[1] and \
@@ -223,17 +232,40 @@ def _local_phantoms(path: Path, agent: str, epoch: str,
     return [(epoch, seq) for seq, missing in found.items() if missing]
 
 
+def from_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
+               progress: Callable[[Scan], None] | None = None) -> Report | None:
+    """The report of :func:`.own.by_index` (``None``: read the whole log)."""
+    checked = by_index(tx, path, agent, anchor=anchor, progress=progress)
+    if checked is None:
+        return None
+    result = checked.result
+    entries = len(result.state)
+    return Report(True, f"agent {agent!r}: {counted(result.changes, 'committed change')}, "
+                  f"{counted(result.lines, 'line')}, {counted(entries, 'entry', 'entries')} "
+                  f"{'agrees' if entries == 1 else 'agree'} with the store; each of its "
+                  f"{counted(checked.lines, 'line')} hashes to the digest the store "
+                  f"committed with it{checked.note} (found by the history index; --full "
+                  "checks the hash chain over the whole log)", result.changes, result.lines)
+
+
 def verify_agent(store: StoreParts, agent: str, *, repair: bool = True, anchor: bool = True,
-                 progress: Callable[[Scan], None] | None = None) -> Report:
+                 progress: Callable[[Scan], None] | None = None, full: bool = False) -> Report:
     """Verify ``agent``'s log against ``store`` (see the module doc), holding the
     agent.  ``anchor=False`` skips the anchor check (for tests that show what it
-    catches); ``progress`` is told how far the passes over the log got."""
+    catches); ``progress`` is told how far the passes over the log got.  Unless
+    ``full``, the agent's own lines are checked by :func:`from_index` when its
+    index allows; otherwise (or when that finds anything wrong) the whole log
+    is read, and the index rebuilt from it."""
     path = store.audit.path
     if path is None:
         return Report(False, "this store keeps no audit log")
     # Reading a large log takes as long as it takes: each statement is bounded,
     # not the whole transaction (a deployer's command, like a move).
     with store.backend.long_running(), store.backend.write(agent) as tx:
+        quick = None if full else from_index(tx, path, agent, anchor=anchor,
+                                             progress=progress)
+        if quick is not None:
+            return quick
         report, result = verify(tx, path, agent, anchor=anchor, progress=progress)
         if report.ok and repair and result is not None:
             record = tx.get_agent(agent)

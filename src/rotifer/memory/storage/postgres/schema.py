@@ -178,9 +178,15 @@ def _step_5(conn: Connection) -> None:
             conn.execute(statement)
 
 
+def _step_6(conn: Connection) -> None:
+    """``memory_audit_index.digest``: each indexed line's SHA-256 (see
+    :mod:`rotifer.memory.audit.index`); rows made before have none."""
+    conn.execute("ALTER TABLE memory_audit_index ADD COLUMN IF NOT EXISTS digest bytea")
+
+
 #: Step n takes a database from version n - 1 to version n.
 STEPS: Final[dict[int, Callable[[Connection], None]]] = {
-    1: _step_1, 2: _step_2, 3: _step_3, 4: _step_4, 5: _step_5}
+    1: _step_1, 2: _step_2, 3: _step_3, 4: _step_4, 5: _step_5, 6: _step_6}
 SCHEMA_VERSION: Final = max(STEPS)
 
 #: Everything an open needs to know, in one statement that takes no lock a writer holds.

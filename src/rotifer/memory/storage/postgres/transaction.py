@@ -52,7 +52,7 @@ AUDIT_PAGE: Final = 2000
 INDEX_INSERT: Final = (
     f"INSERT INTO memory_audit_index (agent_id, {ENTRY_COLUMNS}) SELECT * FROM unnest("
     "%s::text[], %s::bigint[], %s::bigint[], %s::int[], %s::bigint[], %s::text[], "
-    "%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::bigint[]) "
+    "%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::bytea[]) "
     "ON CONFLICT DO NOTHING")
 INDEX_SELECT: Final = (f"SELECT {ENTRY_COLUMNS} FROM memory_audit_index WHERE agent_id = %s "
                        "ORDER BY file_no, off")

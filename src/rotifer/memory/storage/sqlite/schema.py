@@ -103,6 +103,13 @@ def _step_4(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
+def _step_5(conn: sqlite3.Connection) -> None:
+    """``memory_audit_index.digest``: each indexed line's SHA-256, so that
+    ``audit verify`` of one agent checks its own lines and no other agent's.
+    Rows made before have none: verify reads the whole log once and rebuilds."""
+    conn.execute("ALTER TABLE memory_audit_index ADD COLUMN digest BLOB")
+
+
 class Step(NamedTuple):
     """One step of the schema: what it runs, and what a file has once it ran."""
 
@@ -121,6 +128,7 @@ STEPS: dict[int, Step] = {
     2: Step(_step_2, "memory_agents.last_us"),
     3: Step(_step_3, "memory_agents.epoch"),
     4: Step(_step_4, "memory_audit_index"),
+    5: Step(_step_5, "memory_audit_index.digest"),
 }
 SCHEMA_VERSION = max(STEPS)
 

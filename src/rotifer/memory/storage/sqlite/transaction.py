@@ -42,7 +42,7 @@ COUNT_FACTOR = 8
 
 
 INDEX_INSERT = ("INSERT OR IGNORE INTO memory_audit_index (agent_id, " + ENTRY_COLUMNS
-                + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 INDEX_SELECT = (f"SELECT {ENTRY_COLUMNS} FROM memory_audit_index WHERE agent_id = ? "
                 "ORDER BY file_no, off")
 
