@@ -121,6 +121,12 @@ def _label(sql: str) -> str:
         return head
     if head == "SET":
         return " ".join(words[:3])
+    if "set_config(" in sql:  # a pooler's settings for one transaction
+        return "SELECT set_config"
+    if head == "WITH":  # writes folded into one statement: each one's verb and table
+        parts = re.findall(r"\b(INSERT INTO|UPDATE|DELETE FROM)\s+(?!SET\b)(\w+)", sql, re.I)
+        return "WITH " + ", ".join(f"{verb.split()[0].upper()} {table}"
+                                   for verb, table in parts)
     tables = re.findall(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+(?!SET\b)(\w+)", sql, re.I)
     text = f"{head} {' JOIN '.join(dict.fromkeys(tables))}".rstrip()
     return text + (" FOR UPDATE" if "FOR UPDATE" in sql.upper() else "")

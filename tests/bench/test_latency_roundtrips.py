@@ -96,6 +96,12 @@ def test_statement_labels() -> None:
                             "DO UPDATE SET a = excluded.a") == "INSERT memory_entries"
     assert roundtrips.label("begin isolation level read committed; SET LOCAL lock_timeout = 5") \
         == "BEGIN; SET LOCAL lock_timeout"
+    assert roundtrips.label("SELECT set_config('lock_timeout', '5', true)") \
+        == "SELECT set_config"
+    assert roundtrips.label("WITH w0 AS (INSERT INTO memory_entries (a) VALUES ($1) ON CONFLICT "
+                            "(a) DO UPDATE SET a = excluded.a), w1 AS (DELETE FROM memory_audit "
+                            "WHERE a = $2) UPDATE memory_agents SET b = $3") \
+        == "WITH INSERT memory_entries, DELETE memory_audit, UPDATE memory_agents"
 
 
 def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
@@ -129,12 +135,17 @@ def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
         "delete_memory, missing key": 1,
         "write_memory, evicts 1": 3,
     }
-    # The lock and the lookup travel with BEGIN; the writes wait for COMMIT.
+    # The lock and the lookup travel with BEGIN; the writes wait for COMMIT, and
+    # go out as one statement (issue 33: they were four, psycopg's work is per
+    # statement), as do a pooler's settings: a write is 5 statements, 6 behind
+    # a pooler (it was 8 and 10).
     assert body["write_memory, update"][6] == (
-        "`BEGIN; SET LOCAL statement_timeout; SET LOCAL lock_timeout; "
+        "`BEGIN; SELECT set_config; "
         "SELECT memory_agents FOR UPDATE; SELECT memory_entries JOIN memory_agents`, "
-        "`INSERT memory_entries; INSERT memory_audit; INSERT memory_audit_index JOIN "
-        "unnest; UPDATE memory_agents; COMMIT`")
+        "`WITH INSERT memory_entries, INSERT memory_audit, INSERT memory_audit_index, "
+        "UPDATE memory_agents; COMMIT`")
+    for name in ("write_memory, new key", "write_memory, update"):
+        assert (body[name][1], body[name][2]) == ("2 (5)", "2 (6)")
 
 
 def test_named_blocks_leave_the_main_table_alone(tmp_path: Path) -> None:

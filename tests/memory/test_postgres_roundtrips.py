@@ -25,6 +25,7 @@ from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.engine.changes import Change
 from rotifer.memory.model import UNSET, Category, MemoryEntry
 from rotifer.memory.storage.backend import AgentRecord, Transaction
+from rotifer.memory.storage.postgres.transaction import PUT_SQL, folded
 
 from .conftest import StoreFactory
 from .helpers import audit_lines, gene_id
@@ -239,3 +240,53 @@ def test_an_unused_transaction_takes_no_connection(store_factory: StoreFactory) 
         assert busy() == 0
     with store.backend.read():
         assert busy() == 0
+
+
+def test_queued_writes_to_distinct_tables_are_one_statement() -> None:
+    """A change's upsert, audit row, index row and counters go out as one
+    ``WITH`` statement; a second write to a table already in it starts the
+    next statement (one ``WITH`` would run both on one snapshot)."""
+    put = (PUT_SQL, (1,))
+    line = ("INSERT INTO memory_audit (agent_id, seq, line) VALUES (%s, %s, %s)", (2, 3, 4))
+    counters = ("UPDATE memory_agents SET next_seq = %s WHERE agent_id = %s", (5, 6))
+    gone = ("DELETE FROM memory_entries WHERE agent_id = %s AND key = ANY(%s)", (7, 8))
+    one = folded([put, line, counters])
+    assert len(one) == 1 and one[0][0].startswith("WITH w0 AS (INSERT INTO memory_entries")
+    assert one[0][1] == (1, 2, 3, 4, 5, 6)
+    assert [s[1] for s in folded([gone, put, line])] == [(7, 8), (1, 2, 3, 4)]
+    assert folded([put]) == [put]
+    assert folded([]) == []
+
+
+def test_writes_to_one_key_in_one_change_apply_in_order(
+        store_factory: StoreFactory, tmp_path: Path) -> None:
+    """Queued writes that touch one table twice (delete a key, write it again,
+    delete and write again) apply in the order they were made."""
+    store = store_factory(tmp_path / ".rotifer")
+    store.create_agent(AGENT, 10_000)
+    first, second = _row("k"), _row("k")._replace(value=b"second", seq=2)
+
+    def body(tx: Transaction, record: AgentRecord, change: Change) -> None:
+        tx.put(first)
+        tx.delete(AGENT, ["k"])
+        tx.put(second)
+        tx.touch(AGENT, "k", B)
+
+    store.change(AGENT, A, body)
+    with store.backend.peek() as tx:
+        row = tx.get(AGENT, "k")
+    assert row is not None and (row.value, row.seq, row.last_accessed_by) == (b"second", 2, B)
+
+
+def test_an_agent_and_its_entries_are_dropped_in_one_statement(
+        store_factory: StoreFactory, tmp_path: Path) -> None:
+    """Dropping an agent deletes its entries and its row in one ``WITH``: the
+    foreign key from the entries is checked at the statement's end."""
+    store = store_factory(tmp_path / ".rotifer")
+    store.create_agent(AGENT, 10_000)
+    mem = store.for_gene(AGENT, A, "d")
+    for i in range(3):
+        mem.write_memory(f"k{i}", b"v", "CONTEXT")
+    store.change(AGENT, A, lambda tx, record, change: tx.delete_agent(AGENT))
+    with store.backend.peek() as tx:
+        assert tx.get_agent(AGENT) is None and tx.count(AGENT) == 0

@@ -23,6 +23,11 @@ def test_rotifer_parameters_are_taken_out_and_the_rest_kept() -> None:
     assert settings.settings_sql("LOCAL ") == (
         'SET LOCAL statement_timeout = 2500; SET LOCAL lock_timeout = 2500; '
         'SET LOCAL search_path = "s 1"')
+    assert settings.local_settings_sql() == (
+        "SELECT set_config('statement_timeout', '2500', true), "
+        "set_config('lock_timeout', '2500', true), set_config('search_path', '\"s 1\"', true)")
+    assert parse(url.replace("s%201", "it%27s")).local_settings_sql().endswith(
+        "set_config('search_path', '\"it''s\"', true)")
 
 
 def test_defaults() -> None:

@@ -81,12 +81,14 @@ def test_a_signal_at_every_point_of_a_call_leaves_the_lock_free(call: str, sig: 
     for step in range(1, total + 1):
         if call != "arm":
             dog.arm(conn, FAR)
-        _, raised = interrupt_at(step, _calls(dog, conn)[call], sig)
-        interrupted += raised
+        seen, raised = interrupt_at(step, _calls(dog, conn)[call], sig)
+        if seen >= step:  # it landed (a call may take fewer points than the first one)
+            assert raised, f"{call}: the signal at point {step} was lost"
+            interrupted += 1
         assert _free_for_another_thread(dog), f"{call}: lock kept after a signal at point {step}"
         assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)] \
             == handlers, f"{call}: a handler was left swapped after a signal at point {step}"
-    assert interrupted == total  # every signal came out: deferred, never dropped
+    assert interrupted > 3  # and every one came out: deferred, never dropped
     dog.disarm(conn)
     assert dog._armed == {}  # and the watchdog goes on keeping its books
 

@@ -65,9 +65,10 @@ class PostgresBackend(Backend):
         self.schema = ""
         self._closed = False
         self._long = threading.local()  # .on: see long_running()
-        # In transaction pooling every setting is SET LOCAL, sent with the BEGIN.
+        # In transaction pooling every setting is local to the transaction, sent
+        # with the BEGIN as one statement.
         self._local: list[Statement] = [] if self.settings.session_state else [
-            (s, None) for s in self.settings.settings_statements("LOCAL ")]
+            (self.settings.local_settings_sql(), None)]
         # A point read outside a transaction cannot carry SET LOCAL search_path.
         self._peek_in_transaction = not self.settings.session_state \
             and self.settings.schema is not None

@@ -155,6 +155,21 @@ class Settings:
             parts.append(f"SET {scope}search_path = {quote_ident(self.schema)}")
         return parts
 
+    def local_settings_sql(self) -> str:
+        """:meth:`settings_statements` for one transaction as ONE statement:
+        ``set_config(name, value, true)`` is ``SET LOCAL`` (issue 33: behind a
+        transaction-mode pooler they travel with every ``BEGIN``, and psycopg's
+        work is per statement)."""
+        parts = [("statement_timeout", str(self.statement_timeout_ms))]
+        if self.lock_timeout_ms is not None:
+            parts.append(("lock_timeout",
+                          str(min(self.lock_timeout_ms, self.statement_timeout_ms))))
+        if self.schema is not None:
+            parts.append(("search_path", quote_ident(self.schema)))
+        return "SELECT " + ", ".join(
+            f"set_config('{name}', '{value.replace(chr(39), chr(39) * 2)}', true)"
+            for name, value in parts)
+
 
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'

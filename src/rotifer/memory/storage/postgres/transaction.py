@@ -19,6 +19,10 @@ of them).  So a transaction here sends as little as it can on its own:
   so the log is still written ahead of the commit.  Any of them failing fails
   the whole pipeline: the transaction is rolled back, nothing is half written,
   and the store settles the change (``rolled_back``) as for a failed commit.
+  Queued writes to distinct tables travel as **one statement**
+  (:func:`folded`: ``WITH w0 AS (upsert), w1 AS (audit row), ... UPDATE
+  counters``), so a write's second round trip is that statement and
+  ``COMMIT``: psycopg's work is per statement (issue 33).
   Only a transaction that holds the agent's row lock defers (then the counter
   update cannot miss its row), and a long-running one (a move, an import)
   never does: its statements go out one by one, each bounded.
@@ -27,7 +31,9 @@ of them).  So a transaction here sends as little as it can on its own:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
 from typing import Any, Final, Protocol
 
 import psycopg
@@ -54,6 +60,14 @@ INDEX_INSERT: Final = (
     "%s::text[], %s::bigint[], %s::bigint[], %s::int[], %s::bigint[], %s::text[], "
     "%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::bytea[]) "
     "ON CONFLICT DO NOTHING")
+#: One index row (the common case: a change of one line), without the arrays:
+#: psycopg dumps an array parameter in Python, a scalar in C.
+INDEX_INSERT_ONE: Final = (
+    f"INSERT INTO memory_audit_index (agent_id, {ENTRY_COLUMNS}) VALUES "
+    f"({', '.join(['%s'] * (1 + len(ENTRY_COLUMNS.split(','))))}) ON CONFLICT DO NOTHING")
+LOG_LINES_SQL: Final = ("INSERT INTO memory_audit (agent_id, seq, line) "
+                        "SELECT %s, %s, unnest(%s::text[])")
+LOG_LINE_SQL: Final = "INSERT INTO memory_audit (agent_id, seq, line) VALUES (%s, %s, %s)"
 INDEX_SELECT: Final = (f"SELECT {ENTRY_COLUMNS} FROM memory_audit_index WHERE agent_id = %s "
                        "ORDER BY file_no, off")
 #: Deferred statements kept at most; more are sent (one round trip) first.
@@ -94,6 +108,61 @@ def pipelined(conn: Connection, statements: Sequence[Statement]) -> list[Cursor]
         return [conn.execute(sql, params, binary=True)]
     with conn.pipeline():
         return [conn.execute(sql, params, binary=True) for sql, params in statements]
+
+
+#: The table a queued write changes: every queued statement starts with one of these.
+_WRITE_TARGET: Final = re.compile(r"(?:INSERT INTO|UPDATE|DELETE FROM) (\w+)")
+
+
+@lru_cache(maxsize=64)
+def _target(sql: str) -> str:
+    m = _WRITE_TARGET.match(sql)
+    assert m is not None, f"not a queued write: {sql[:40]}"
+    return m[1]
+
+
+@lru_cache(maxsize=64)
+def _with(texts: tuple[str, ...]) -> str:
+    *first, last = texts
+    return "WITH " + ", ".join(f"w{i} AS ({t})" for i, t in enumerate(first)) + " " + last
+
+
+def folded(queue: Sequence[Statement]) -> list[Statement]:
+    """Queued writes as few statements as they can be: each run of writes to
+    distinct tables becomes one data-modifying ``WITH`` (the upsert, the audit
+    rows, the index rows and the counters of a change: one statement).
+
+    The same effects as running them in order: the sub-statements of a
+    ``WITH`` share one snapshot and none sees another's changes, which only
+    matters when two of them touch one table -- so a write to a table already
+    in the run starts the next statement -- or when one reads a table another
+    changes, which no queued write does (each changes its own table by key, or
+    inserts given values).  Foreign keys are checked at the statement's end,
+    after all of it; any sub-statement failing fails the statement, as one
+    failing in a pipeline ends it."""
+    out: list[Statement] = []
+    run: list[Statement] = []
+    tables: set[str] = set()
+    for statement in queue:
+        table = _target(statement[0])
+        if table in tables:
+            out.append(_fold(run))
+            run, tables = [], set()
+        run.append(statement)
+        tables.add(table)
+    if run:
+        out.append(_fold(run))
+    return out
+
+
+def _fold(run: list[Statement]) -> Statement:
+    if len(run) == 1:
+        return run[0]
+    params: tuple[Any, ...] = ()
+    for _, p in run:
+        if p:
+            params += p
+    return _with(tuple(sql for sql, _ in run)), params
 
 
 class Opener(Protocol):
@@ -154,7 +223,7 @@ class PostgresTransaction(SqlTransaction):
         if not self._queue:
             return self.conn.execute(sql, params, binary=True)
         queue, self._queue = self._queue, []
-        return pipelined(self.conn, [*queue, (sql, params)])[-1]
+        return pipelined(self.conn, [*folded(queue), (sql, params)])[-1]
 
     def _watched(self, sql: str, params: Params, read: bool) -> Cursor:
         """:meth:`_send`, and in a long-running transaction with the one
@@ -190,13 +259,13 @@ class PostgresTransaction(SqlTransaction):
         """Send what is queued (one round trip)."""
         if self._queue and self.conn is not None:
             queue, self._queue = self._queue, []
-            pipelined(self.conn, queue)
+            pipelined(self.conn, folded(queue))
 
     def commit(self) -> None:
-        """Send what is queued and ``COMMIT``, in one round trip."""
+        """Send what is queued (:func:`folded`) and ``COMMIT``, in one round trip."""
         assert self.conn is not None
         queue, self._queue = self._queue, []
-        pipelined(self.conn, [*queue, ("COMMIT", None)])
+        pipelined(self.conn, [*folded(queue), ("COMMIT", None)])
 
     def discard_queued(self) -> None:
         """Forget what is queued (the transaction is being rolled back)."""
@@ -283,16 +352,23 @@ class PostgresTransaction(SqlTransaction):
 
     def log_lines(self, agent_id: str, seq: int, lines: list[str]) -> None:
         """One statement for all of a change's lines; ids (commit order per agent,
-        as the agent's row lock is held) come from the sequence."""
-        self._later(agent_id, "INSERT INTO memory_audit (agent_id, seq, line) "
-                    "SELECT %s, %s, unnest(%s::text[])", (agent_id, seq, lines))
+        as the agent's row lock is held) come from the sequence.  One line
+        (most changes) is a plain ``VALUES`` row: no array to dump."""
+        if len(lines) == 1:
+            self._later(agent_id, LOG_LINE_SQL, (agent_id, seq, lines[0]))
+            return
+        self._later(agent_id, LOG_LINES_SQL, (agent_id, seq, lines))
 
     def audit_lines(self, agent_id: str) -> Iterator[dict[str, Any]] | None:
         return self._audit_pages(agent_id)
 
     def index_lines(self, rows: list[tuple[Any, ...]]) -> None:
-        """One statement for all of a change's rows (columns as arrays)."""
+        """One statement for all of a change's rows (columns as arrays; one row
+        as plain values)."""
         if not rows:
+            return
+        if len(rows) == 1:
+            self._later(rows[0][0], INDEX_INSERT_ONE, tuple(rows[0]))
             return
         columns = list(zip(*rows, strict=True))
         self._later(rows[0][0], INDEX_INSERT, tuple(list(c) for c in columns))
