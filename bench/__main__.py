@@ -32,6 +32,7 @@ def table_suites() -> dict[str, TableSuite]:
         adapter,
         audit,
         console,
+        eviction,
         history,
         langgraph_async,
         langgraph_pages,
@@ -48,7 +49,7 @@ def table_suites() -> dict[str, TableSuite]:
             "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run, "history": history.run,
             "langgraph": adapter.run, "langgraph_pages": langgraph_pages.table,
             "langgraph_async": langgraph_async.table,
-            "eviction": memory.eviction_table, "mcp": mcp.run, "startup": startup.table}
+            "eviction": eviction.table, "mcp": mcp.run, "startup": startup.table}
 
 
 def describe(settings: Settings) -> str:

@@ -245,3 +245,27 @@ def test_history_suite_measures_the_pages_on_a_small_log(tmp_path: Path) -> None
     text = doc.read_text()
     assert "<!-- bench:history:begin" in text and "| chart of the big agent" in text
     assert "20,010 lines" in text
+
+
+def test_the_eviction_floor_table(tmp_path: Path) -> None:
+    """Issue 33's rows: per victim against the floor (judged) and the statements
+    alone, at each victim count, on SQLite; the store's agents stay in quota."""
+    from bench import eviction
+
+    results = eviction.sqlite_results(tmp_path, TINY)
+    assert [r.group for r in results] == [
+        f"eviction, SQLite, {n} victims in one write" for n in eviction.TINY_VICTIMS
+        for _ in range(3)]
+    judged = [r for r in results if r.kind == "max"]
+    assert len(judged) == 2 and all(r.target == eviction.TARGET for r in judged)
+    assert all(r.paired is not None and r.baseline for r in judged)
+    check_table(report.render(results), 6)
+
+
+@pytest.mark.slow
+def test_the_eviction_table_publishes_postgres(tmp_path: Path) -> None:
+    from bench import eviction
+
+    table = eviction.table(tmp_path, TINY)
+    assert "eviction, PostgreSQL, 3 victims in one write" in table or "PostgreSQL skipped" in table
+    assert table.count("load average") == 2 or "PostgreSQL skipped" in table
