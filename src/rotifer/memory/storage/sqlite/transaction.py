@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
 
 from ...clock import Clock
@@ -36,6 +37,32 @@ EVICT_BEFORE_SQL = ("DELETE FROM memory_entries WHERE agent_id = ? AND category 
 PROBE_FACTOR = 4
 #: ``ROW_COLUMNS`` of the rows read by row id (``e``) in a page's join.
 JOINED_COLUMNS = ", ".join(f"e.{c}" for c in ROW_COLUMNS.split(", "))
+#: A row's (updated_us, seq): the newest-first order of a page sorted in Python.
+_NEWEST_FIRST = itemgetter(ROW_COLUMNS.split(", ").index("updated_us"),
+                           ROW_COLUMNS.split(", ").index("seq"))
+#: The statement reading a small key range whole, by its shape (see
+#: :meth:`SqliteTransaction._newest_with_prefix`), made once per shape.
+_WHOLE_RANGE: dict[tuple[bool, bool, bool, bool], str] = {}
+
+
+def _whole_range_sql(bounded: bool, category: bool, since: bool, until: bool) -> str:
+    """All of an agent's rows in a key range, unsorted, if it holds at most a page
+    of keys (else none).  Parameters: agent, the range, the filters given
+    (category, since, until), the page size, agent, the range, the page size + 1.
+    The filters' columns are prefixed with ``+`` so that no index of theirs is
+    taken: the scan is the key index's, over the range alone."""
+    in_range = "key >= ?" + (" AND key < ?" if bounded else "")
+    sql = f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE agent_id = ? AND {in_range}"
+    for given, condition in ((category, "+category = ?"), (since, "+updated_us >= ?"),
+                             (until, "+updated_us < ?")):
+        if given:
+            sql += f" AND {condition}"
+    sql += (" LIMIT (SELECT CASE WHEN count(*) <= ? THEN -1 ELSE 0 END FROM (SELECT 1 FROM "
+            f"memory_entries WHERE agent_id = ? AND {in_range} LIMIT ?))")
+    _WHOLE_RANGE[(bounded, category, since, until)] = sql
+    return sql
+
+
 #: Counting keys on the key index costs a fraction of probing a row: the key
 #: range is chosen once it holds fewer than this many keys per probed row.
 COUNT_FACTOR = 8
@@ -212,10 +239,29 @@ class SqliteTransaction(SqlTransaction):
         instructions (callgrind): 3.52M -> 2.25M a page; the key range of 100
         keys: 3.07M -> 2.47M.  ``test_query_plans.py`` checks both plans and
         that the pages match the newest-first reference."""
-        inner, params = newest_sql("?", agent_id, category, None, since_us, until_us)
-        inner = inner.replace(f"SELECT {ROW_COLUMNS} ", "SELECT rowid AS r ", 1)
+        # A range of at most a page of keys (whatever their age) is the whole answer:
+        # one statement reads its rows on the key index, unsorted, and Python puts
+        # them newest first -- about the plain query's cost for a page of as many
+        # rows, where the race probed first (its window read in vain when the
+        # matches are old: 1.47x the plain query for 100 old matches among 10,000,
+        # 1.04x for 100 recent ones, raw statements and sort, one run).  The count
+        # of the range (up to a page and one, on the key index alone) sits in the
+        # statement's LIMIT, which SQLite evaluates once before the scan: a larger
+        # range costs that count and reads no row, and the race below runs.
         bound = prefix_upper_bound(key_prefix)
         keys: tuple[str, ...] = (key_prefix,) if bound is None else (key_prefix, bound)
+        shape = (bound is not None, category is not None, since_us is not None,
+                 until_us is not None)
+        whole = _WHOLE_RANGE.get(shape) or _whole_range_sql(*shape)
+        filters = [v for v in (category.value if category is not None else None, since_us,
+                               until_us) if v is not None]
+        rows = self._all(whole, (agent_id, *keys, *filters, size, agent_id, *keys, size + 1))
+        if rows:
+            rows.sort(key=_NEWEST_FIRST, reverse=True)
+            yield from rows
+            return
+        inner, params = newest_sql("?", agent_id, category, None, since_us, until_us)
+        inner = inner.replace(f"SELECT {ROW_COLUMNS} ", "SELECT rowid AS r ", 1)
         in_range = f"key >= ?{'' if bound is None else ' AND key < ?'}"
         probe = (f"SELECT {JOINED_COLUMNS} FROM ({inner}) AS w CROSS JOIN memory_entries AS e "
                  f"ON e.rowid = w.r WHERE e.{in_range.replace('AND key', 'AND e.key')} "
