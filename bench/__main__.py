@@ -40,6 +40,7 @@ def table_suites() -> dict[str, TableSuite]:
         lean,
         mcp,
         peer_pg,
+        prefix,
         roundtrips,
         scaling,
         startup,
@@ -49,7 +50,8 @@ def table_suites() -> dict[str, TableSuite]:
             "peer_pg": peer_pg.table, "audit": audit.run, "console": console.run, "history": history.run,
             "langgraph": adapter.run, "langgraph_pages": langgraph_pages.table,
             "langgraph_async": langgraph_async.table,
-            "eviction": eviction.table, "mcp": mcp.run, "startup": startup.table}
+            "eviction": eviction.table, "prefix": prefix.table, "mcp": mcp.run,
+            "startup": startup.table}
 
 
 def describe(settings: Settings) -> str:

@@ -203,14 +203,45 @@ class SqliteTransaction(SqlTransaction):
         if not key_prefix:
             return super().iter_newest_rows(agent_id, category=category, since_us=since_us,
                                             until_us=until_us, first=first)
+        size = min(first, NEWEST_PAGE)
+        whole = self._whole_range(agent_id, category, key_prefix, since_us, until_us, size)
+        if whole:  # a plain list's iterator: no generator to resume for each row
+            return iter(whole)
         return self._newest_with_prefix(agent_id, category, key_prefix, since_us, until_us,
-                                        min(first, NEWEST_PAGE))
+                                        size)
+
+    def _whole_range(self, agent_id: str, category: Category | None, key_prefix: str,
+                     since_us: int | None, until_us: int | None, size: int
+                     ) -> list[tuple[Any, ...]]:
+        """The matches, newest first, if the prefix holds at most ``size`` keys;
+        else (or if none of them matches) nothing.
+
+        A range of at most a page of keys (whatever their age) is the whole answer:
+        one statement reads its rows on the key index, unsorted, and Python puts
+        them newest first -- about the plain query's cost for a page of as many
+        rows, where the race probed first (its window read in vain when the
+        matches are old: 1.47x the plain query for 100 old matches among 10,000,
+        1.04x for 100 recent ones, raw statements and sort, one run).  The count
+        of the range (up to a page and one, on the key index alone) sits in the
+        statement's LIMIT, which SQLite evaluates once before the scan: a larger
+        range costs that count and reads no row, and the race runs."""
+        bound = prefix_upper_bound(key_prefix)
+        keys: tuple[str, ...] = (key_prefix,) if bound is None else (key_prefix, bound)
+        shape = (bound is not None, category is not None, since_us is not None,
+                 until_us is not None)
+        whole = _WHOLE_RANGE.get(shape) or _whole_range_sql(*shape)
+        filters = [v for v in (category.value if category is not None else None, since_us,
+                               until_us) if v is not None]
+        rows = self._all(whole, (agent_id, *keys, *filters, size, agent_id, *keys, size + 1))
+        rows.sort(key=_NEWEST_FIRST, reverse=True)
+        return rows
 
     def _newest_with_prefix(self, agent_id: str, category: Category | None, key_prefix: str,
                             since_us: int | None, until_us: int | None, size: int
                             ) -> Iterator[tuple[Any, ...]]:
         """The newest entries under ``key_prefix``, a page at a time, each page
-        from whichever of two plans reaches it first.
+        from whichever of two plans reaches it first (when the prefix holds more
+        than a page of keys: :meth:`_whole_range` answers the others).
 
         SQLite has no statistics on how many keys share a prefix, so for
         ``key >= prefix AND key < bound ORDER BY updated_us DESC`` it always
@@ -239,27 +270,8 @@ class SqliteTransaction(SqlTransaction):
         instructions (callgrind): 3.52M -> 2.25M a page; the key range of 100
         keys: 3.07M -> 2.47M.  ``test_query_plans.py`` checks both plans and
         that the pages match the newest-first reference."""
-        # A range of at most a page of keys (whatever their age) is the whole answer:
-        # one statement reads its rows on the key index, unsorted, and Python puts
-        # them newest first -- about the plain query's cost for a page of as many
-        # rows, where the race probed first (its window read in vain when the
-        # matches are old: 1.47x the plain query for 100 old matches among 10,000,
-        # 1.04x for 100 recent ones, raw statements and sort, one run).  The count
-        # of the range (up to a page and one, on the key index alone) sits in the
-        # statement's LIMIT, which SQLite evaluates once before the scan: a larger
-        # range costs that count and reads no row, and the race below runs.
         bound = prefix_upper_bound(key_prefix)
         keys: tuple[str, ...] = (key_prefix,) if bound is None else (key_prefix, bound)
-        shape = (bound is not None, category is not None, since_us is not None,
-                 until_us is not None)
-        whole = _WHOLE_RANGE.get(shape) or _whole_range_sql(*shape)
-        filters = [v for v in (category.value if category is not None else None, since_us,
-                               until_us) if v is not None]
-        rows = self._all(whole, (agent_id, *keys, *filters, size, agent_id, *keys, size + 1))
-        if rows:
-            rows.sort(key=_NEWEST_FIRST, reverse=True)
-            yield from rows
-            return
         inner, params = newest_sql("?", agent_id, category, None, since_us, until_us)
         inner = inner.replace(f"SELECT {ROW_COLUMNS} ", "SELECT rowid AS r ", 1)
         in_range = f"key >= ?{'' if bound is None else ' AND key < ?'}"
