@@ -269,3 +269,18 @@ def test_the_eviction_table_publishes_postgres(tmp_path: Path) -> None:
     table = eviction.table(tmp_path, TINY)
     assert "eviction, PostgreSQL, 3 victims in one write" in table or "PostgreSQL skipped" in table
     assert table.count("load average") == 2 or "PostgreSQL skipped" in table
+
+
+def test_the_prefix_table(tmp_path: Path) -> None:
+    """Issue 33's prefix rows: each shape against the plain query (judged, at
+    most 1x) and, where LangGraph is installed, beside its search."""
+    from bench import peer, prefix
+
+    results = prefix.run_results(tmp_path, TINY)
+    judged = [r for r in results if r.kind == "max"]
+    assert [r.name for r in judged] == [
+        "query_memory keyPrefix, 100 recent matches / plain query of 100",
+        "query_memory keyPrefix, 100 old matches / plain query of 100"]
+    assert all(r.target == 1.0 and r.paired is not None for r in judged)
+    assert len(results) == (5 if peer.available() else 2)
+    check_table(report.render(results), len(results))
