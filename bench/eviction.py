@@ -38,8 +38,8 @@ from typing import Any
 
 from rotifer.memory import AuditLog, Category, MemoryStore
 from rotifer.memory.audit.index import key_hash
-from rotifer.memory.sqlite import SqliteBackend, row_params
-from rotifer.memory.sqlite.transaction import (
+from rotifer.memory.storage.sqlite import SqliteBackend, row_params
+from rotifer.memory.storage.sqlite.transaction import (
     EVICT_BEFORE_SQL,
     INDEX_INSERT,
     OLDEST_SQL,
@@ -98,8 +98,11 @@ def _floor(db: Path, log: AuditLog, agent: str, victims: int, value: bytes,
     lookup = SqliteTransaction.sql.lookup
     ts = 1_796_000_000_000_000
     # The index rows' columns after (agent, file_no), made once.
-    rest = [(i * 450, 450, 7, "", ts, "evict", key_hash(f"c/{i:07d}"), "CACHE", 32)
-            for i in range(victims)] + [(victims * 450, 400, 7, "", ts, "write", 1, "CACHE", 0)]
+    # The last column is the line's SHA-256 (memory_audit_index.digest).
+    digest = bytes(32)
+    rest = [(i * 450, 450, 7, "", ts, "evict", key_hash(f"c/{i:07d}"), "CACHE", 32, digest)
+            for i in range(victims)] + [(victims * 450, 400, 7, "", ts, "write", 1, "CACHE", 0,
+                                         digest)]
 
     def write() -> None:
         n = next(numbers)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rotifer.memory import Category, MemoryStore
-from rotifer.memory.backend import Row
+from rotifer.memory.storage.backend import Row
 
 from . import memory, peer
 from .report import Result, render

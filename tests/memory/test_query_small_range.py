@@ -20,8 +20,8 @@ import pytest
 
 from rotifer.memory import ManualClock, MemoryStore
 from rotifer.memory.model import Category
-from rotifer.memory.sqlite.backend import SqliteBackend
-from rotifer.memory.sqlite.transaction import _whole_range_sql
+from rotifer.memory.storage.sqlite.backend import SqliteBackend
+from rotifer.memory.storage.sqlite.transaction import _whole_range_sql
 
 from .conftest import StoreFactory
 from .helpers import gene_id
