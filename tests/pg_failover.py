@@ -156,6 +156,22 @@ class PgPair:
             time.sleep(0.1)
         raise RuntimeError(f"the standby did not stream ({want}): {last!r}")
 
+    def wait_replayed(self, timeout: float = 60) -> None:
+        """Until the standby has replayed everything the primary has written so
+        far.  A synchronous commit waits for the standby's flush, not its
+        replay: right after one, the standby may not show it yet (not even the
+        schema a first open made there)."""
+        lsn = self.nodes[self.primary].sql("SELECT pg_current_wal_lsn()::text")[0][0]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(psycopg.Error):
+                done = self.nodes[self.standby].sql(
+                    f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn")
+                if done == [(True,)]:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"the standby did not replay up to {lsn}")
+
     def fail_over(self) -> None:
         """Kill the primary, promote the standby, rebuild the dead node as its standby."""
         old, new = self.nodes[self.primary], self.nodes[self.standby]

@@ -27,9 +27,9 @@ from tests.cli.helpers import (
     add_gene,
     init_project,
     last_line,
+    ok,
     ok_process,
     refused_process,
-    run,
     wrap,
 )
 
@@ -71,12 +71,11 @@ def test_a_project_inside_the_python_prefix_is_refused(
     assert f"the project ({root.resolve()}) lies under" in line, line
     assert json.loads(ok_process(root, "agent", "run", "t", "--input", value)) == SECRET[:15]
     monkeypatch.setattr(python_host, "refuse_exposed", lambda *args: None)
-    ok_process(root, "agent", "create", "a", "--genes", "reader", runner=run)
+    ok(root, "agent", "create", "a", "--genes", "reader")  # in process: the patch applies
     line = last_line(refused_process(root, "GENE_UNAVAILABLE", "agent", "run", "a", "--input", value))
     assert f"the project ({root.resolve()}) lies under" in line, line
     # With the check switched off, the contained gene reads another gene's code.
-    assert json.loads(ok_process(root, "agent", "run", "a", "--input", value,
-                         runner=run)) == SECRET[:15]
+    assert json.loads(ok(root, "agent", "run", "a", "--input", value)) == SECRET[:15]
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")

@@ -41,6 +41,7 @@ def test_the_deployer_reads_a_standby_and_is_told_how_far_behind(
     assert not primary.backend.read_only and primary.replay_delay() is None
 
     later = ManualClock(clock.now_us() + 2 * DAY_US)  # "short" has expired by now
+    pair.wait_replayed()  # else the standby may not have the schema yet: an open would refuse
     standby = MemoryStore.open(tmp_path / ".rotifer", pair.url(attrs="standby"), clock=later)
     assert standby.backend.read_only
     deadline = time.monotonic() + 30
