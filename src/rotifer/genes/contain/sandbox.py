@@ -22,11 +22,15 @@ A contained child (Python or Node) gets, before any code of its own runs:
   able to reach the gene's folder and the runtime (else GENE_UNAVAILABLE
   naming the closed folder); no capability in any set, securebits locked;
   SIGKILL when its parent dies.
+- a root of its own (:mod:`rotifer.genes.contain.view`): only the paths it may
+  read are there (``stat`` of anything else: ENOENT), an empty network (but
+  with granted TCP ports), its own mounts in ``/proc/self/mountinfo``.
 - ``no_new_privs``; rlimits: data size (:data:`DEFAULT_MEMORY_MIB`, or the
   agent's ``--gene-memory``), 256 open files, 64 MiB per file written, no core
   dumps; as root also :data:`DEFAULT_TASKS` threads and processes of the genes'
-  user and a private tmpfs of :data:`DEFAULT_TEMP_MIB` as the temporary folder
-  (its total size; as an ordinary user only the per-file cap holds).
+  user; a private tmpfs of :data:`DEFAULT_TEMP_MIB` as the temporary folder
+  (its total size; as an ordinary user without user namespaces only the
+  per-file cap holds).
 - an environment of its own: ``PATH``, ``LANG``, ``HOME`` and ``TMPDIR`` (both
   the temporary folder): no ``ROTIFER_MEMORY_URL``, no credentials.  A Python
   gene's process is forked from the fork server (:mod:`.zygote`), itself
