@@ -183,3 +183,33 @@ def test_a_node_gene_granted_tcp_sees_the_hosts_sockets(
     assert report["host tcp sockets"] == "ok", report
     assert {a: r for a, r in report.items() if r == "ok"} == {"host tcp sockets": "ok",
                                                                "host unix sockets": "ok"}
+
+
+@pytest.mark.parametrize("kind", ["python", "node"])
+def test_without_a_user_namespace_an_ordinary_users_gene_sees_the_machine(
+        nobody_dir: tuple[Path, pwd.struct_passwd], listeners: tuple[int, str],  # noqa: F811
+        kind: str) -> None:
+    """Where the kernel refuses an ordinary user a user namespace (pretended
+    here), the view is switched off: the same contained gene reaches what it
+    did before (Landlock still refuses opening the store), and ``doctor`` says
+    both promises do not hold, and why."""
+    skip_without_node(kind)
+    base, user = nobody_dir
+    root = view_project(base, kind, [])
+    chown_tree(base, user.pw_uid, user.pw_gid)
+    as_nobody = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}",
+                 "--clear-groups", *rotifer_command()]
+    env = clean_env({"TMPDIR": str(base), "ROTIFER_PRETEND_NO_USERNS": "1"})
+    done = subprocess.run([*as_nobody, "agent", "run", "a", "--input",
+                           attack_input(root, listeners)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    report = report_of(done)
+    assert report["stat the store"] == "ok" and report["stat outside"] == "ok", report
+    if kind == "node":
+        assert report["host mounts"] == report["host tcp sockets"] == "ok", report
+    if kind == "python":
+        doctor = subprocess.run([*as_nobody, "doctor"], cwd=root, env=env,
+                                capture_output=True, text=True, timeout=120, check=False)
+        for row in ("no stat of paths outside", "/proc shows the gene's own network"):
+            line = next(x for x in doctor.stdout.splitlines() if x.startswith(row))
+            assert "  no  " in line and "user namespace" in line, doctor.stdout

@@ -40,6 +40,9 @@ from typing import Any
 from . import privileges, seccomp, view
 
 ENV_PRETEND_NO_LANDLOCK = "ROTIFER_PRETEND_NO_LANDLOCK"
+#: ``ROTIFER_PRETEND_NO_USERNS=1``: an ordinary user's child does not try a user
+#: namespace, as on a kernel that refuses one (the tests of that path use it).
+ENV_PRETEND_NO_USERNS = "ROTIFER_PRETEND_NO_USERNS"
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
@@ -143,6 +146,7 @@ class Plan:
     temp_bytes: int = 256 << 20
     tasks: int = 256
     user: tuple[int, int] | None = None
+    user_ns: bool = True
     parent: int = 0
     top_cap: int = 40
     abi: int = 0
@@ -176,6 +180,7 @@ class Plan:
         self._filter = seccomp.build(allow_tcp=bool(self.tcp_ports))
         self.parent = os.getpid()
         self.top_cap = privileges.last_cap()  # read here: the child only makes system calls
+        self.user_ns = not os.environ.get(ENV_PRETEND_NO_USERNS)
         return self
 
     def to_message(self) -> dict[str, object]:
@@ -184,7 +189,7 @@ class Plan:
                 "memoryBytes": self.memory_bytes, "openFiles": self.open_files,
                 "fileBytes": self.file_bytes, "tempBytes": self.temp_bytes,
                 "tasks": self.tasks, "user": self.user, "write": self.write,
-                "topCap": self.top_cap,
+                "topCap": self.top_cap, "userNs": self.user_ns,
                 "filter": base64.b64encode(self._filter).decode("ascii")}
 
     @classmethod
@@ -197,7 +202,8 @@ class Plan:
                    file_bytes=int(doc["fileBytes"]), temp_bytes=int(doc["tempBytes"]),
                    tasks=int(doc["tasks"]),
                    user=None if user is None else (int(user[0]), int(user[1])),
-                   parent=parent, top_cap=int(doc["topCap"]), abi=int(doc["abi"]))
+                   parent=parent, top_cap=int(doc["topCap"]), abi=int(doc["abi"]),
+                   user_ns=bool(doc["userNs"]))
         plan._rules = [(str(path), int(rights)) for path, rights in doc["rules"]]
         plan._filter = base64.b64decode(doc["filter"])
         return plan
@@ -243,7 +249,7 @@ class Plan:
         flags = view.CLONE_NEWNS | view.CLONE_NEWIPC | net
         uid, gid = self.user if self.user is not None else (os.getuid(), os.getgid())
         if self.user is None:
-            if not view.unshare(flags | view.CLONE_NEWUSER):
+            if not self.user_ns or not view.unshare(flags | view.CLONE_NEWUSER):
                 return False
             view.map_self(uid, gid)
         else:
