@@ -238,15 +238,21 @@ class Plan:
                "seccomp")
 
     def _private_view(self) -> bool:
-        """A root, mount, IPC and (without TCP ports) network namespace of the
-        child's own (:mod:`.view`): as root directly, as an ordinary user in a
+        """A root, mount, IPC and (with ``/proc`` in the view, without TCP ports)
+        network namespace of the child's own (:mod:`.view`): as root directly, as an ordinary user in a
         user namespace of its own.  True when the child holds capabilities in
         it (so :func:`.privileges.drop` can empty the bounding set and lock the
         securebits); False when the kernel allows no user namespace to an
         ordinary user -- the gene then sees the machine's paths and ``/proc``
         (``rotifer doctor`` says so)."""
-        net = 0 if self.tcp_ports else view.CLONE_NEWNET  # granted ports: the host's
-        flags = view.CLONE_NEWNS | view.CLONE_NEWIPC | net
+        write = set(self.write)
+        read = [p for p, rights in self._rules if p not in write and not rights & FS_WRITE_FILE]
+        devices = [p for p, rights in self._rules if p not in write and rights & FS_WRITE_FILE]
+        # A network namespace only where /proc is in the view (a Node gene's
+        # /proc/self/net): a Python gene has no /proc and may open no socket,
+        # and a new one costs ~5 ms a run.  Granted ports: the host's network.
+        shows_net = "/proc/self" in read and not self.tcp_ports
+        flags = view.CLONE_NEWNS | view.CLONE_NEWIPC | (view.CLONE_NEWNET if shows_net else 0)
         uid, gid = self.user if self.user is not None else (os.getuid(), os.getgid())
         if self.user is None:
             if not self.user_ns or not view.unshare(flags | view.CLONE_NEWUSER):
@@ -254,9 +260,6 @@ class Plan:
             view.map_self(uid, gid)
         else:
             view.unshare(flags)
-        write = set(self.write)
-        read = [p for p, rights in self._rules if p not in write and not rights & FS_WRITE_FILE]
-        devices = [p for p, rights in self._rules if p not in write and rights & FS_WRITE_FILE]
         view.enter(read, devices, self.write[0],
                    f"size={self.temp_bytes},mode=0700,uid={uid},gid={gid}")
         return True

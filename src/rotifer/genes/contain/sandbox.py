@@ -23,8 +23,9 @@ A contained child (Python or Node) gets, before any code of its own runs:
   naming the closed folder); no capability in any set, securebits locked;
   SIGKILL when its parent dies.
 - a root of its own (:mod:`rotifer.genes.contain.view`): only the paths it may
-  read are there (``stat`` of anything else: ENOENT), an empty network (but
-  with granted TCP ports), its own mounts in ``/proc/self/mountinfo``.
+  read are there (``stat`` of anything else: ENOENT); where it sees ``/proc``
+  (Node) an empty network (but with granted TCP ports) and its own mounts in
+  ``/proc/self/mountinfo``.
 - ``no_new_privs``; rlimits: data size (:data:`DEFAULT_MEMORY_MIB`, or the
   agent's ``--gene-memory``), 256 open files, 64 MiB per file written, no core
   dumps; as root also :data:`DEFAULT_TASKS` threads and processes of the genes'

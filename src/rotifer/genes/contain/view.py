@@ -1,5 +1,6 @@
 """A gene's private view of the machine: a root of its own holding only the
-paths it may read, an empty network, its own IPC (issue 30, finding 13).
+paths it may read, its own IPC, and an empty network where it sees ``/proc``
+(a Node gene) -- issue 30, finding 13.
 
 Landlock decides which files a process may *open*; it does not govern
 ``stat`` (a gene learned the store's size and times), nor what ``/proc``
@@ -9,8 +10,8 @@ host's sockets in ``/proc/self/net/*`` and its mount table in
 child, before anything else of its confinement (:meth:`.kernel.Plan.apply`),
 does what bubblewrap and nsjail do:
 
-- ``unshare`` a mount, an IPC and (unless it was granted TCP ports) a network
-  namespace -- as root directly; as an ordinary user inside a user namespace
+- ``unshare`` a mount, an IPC and (where ``/proc`` is in its view -- a Node
+  gene -- and no TCP port was granted) a network namespace -- as root directly; as an ordinary user inside a user namespace
   of its own that maps only its own uid and gid (``setgroups`` denied), where
   the kernel allows that;
 - builds a new root on a small tmpfs: each path it may read is bind-mounted
