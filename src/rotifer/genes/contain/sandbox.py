@@ -74,6 +74,11 @@ DEFAULT_TASKS = 256
 #: The total size of the private temporary folder (a tmpfs, when rotifer is
 #: root; ``agent create --gene-temp``).
 DEFAULT_TEMP_MIB = 256
+#: What the parent passes on of a child's own stdout/stderr, its ``print``,
+#: ``ctx.log`` and ``console.log`` together, a run (a flood is cut there;
+#: ``agent create --gene-output``).  Here, not in :mod:`.channel`, so that what
+#: only reads an agent's spec (``agent list``) does not import the channel.
+MAX_OUTPUT_BYTES = 1 << 20
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
 
 
