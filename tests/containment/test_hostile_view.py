@@ -213,3 +213,14 @@ def test_without_a_user_namespace_an_ordinary_users_gene_sees_the_machine(
         for row in ("no stat of paths outside", "/proc shows the gene's own network"):
             line = next(x for x in doctor.stdout.splitlines() if x.startswith(row))
             assert "  no  " in line and "user namespace" in line, doctor.stdout
+
+
+def test_the_view_binds_each_tree_once() -> None:
+    """A path inside another bound one is there already (a mount point made for
+    it would be made inside that folder, on the real file system); ``/proc/self``
+    is all of ``/proc`` (the child's own pid directory is not known to a bind)."""
+    from rotifer.genes.contain.view import binds
+
+    assert binds(["/usr/lib/python3", "/usr", "/proc/self", "/lib", "/usr2", "/etc/ssl",
+                  "/etc/ld.so.cache"]) == ["/etc/ld.so.cache", "/etc/ssl", "/lib", "/proc",
+                                           "/usr", "/usr2"]

@@ -113,7 +113,10 @@ def enter(read: list[str], devices: list[str], temp: str, temp_options: str) -> 
     _check(_mount(b"tmpfs", temp.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
                   b"size=1m,nr_inodes=4096,mode=0755"), "the new root")
     new = temp.rstrip("/")
-    for path in [*binds(read), *devices]:
+    tops = binds(read)
+    # A device inside a bound folder is there already: a mount point made for
+    # it would be made in that folder itself, outside the view.
+    for path in [*tops, *(d for d in devices if not any(under(d, t) for t in tops))]:
         try:
             is_dir = os.path.isdir(path)
         except OSError:
