@@ -139,5 +139,6 @@ def table(root: Path, settings: Settings) -> str:
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="rotifer-startup-") as tmp:
+        os.chmod(tmp, 0o711)  # as root, contained genes run as nobody: it must reach them
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
         print(run(Path(tmp) / "project", int(sys.argv[1]) if len(sys.argv) > 1 else 9))

@@ -24,17 +24,21 @@ from tests.cli.helpers import (
 )
 from tests.containment.test_hostile_unprivileged import nobody_dir  # noqa: F401
 
-#: What only a root rotifer can enforce (an ordinary user has no capability
-#: to drop, no mount namespace, and shares RLIMIT_NPROC with every process of
-#: the user).
-ROOT_ONLY = ("bounding set empty, securebits locked", "threads and processes capped",
-             "temporary folder capped in total")
+#: What only a root rotifer can enforce (an ordinary user shares RLIMIT_NPROC
+#: with every process of the user).
+ROOT_ONLY = ("threads and processes capped",)
+#: What an ordinary user's genes get only in a user namespace of their own
+#: (contain/view.py), where the kernel allows one: the bounding set and
+#: securebits, a tmpfs, a root and network of their own.
+IN_A_USER_NAMESPACE = ("bounding set empty, securebits locked",
+                       "temporary folder capped in total", "no stat of paths outside",
+                       "/proc shows the gene's own network")
 
 
 def rows(out: str) -> dict[str, str]:
     found = {}
     for line in out.splitlines():
-        for what in (*ROOT_ONLY, "no capability", "genes never run as root",
+        for what in (*ROOT_ONLY, *IN_A_USER_NAMESPACE, "no capability", "genes never run as root",
                      "no chmod/chown/utime/xattr"):
             if line.startswith(what):
                 found[what] = "yes" if "  yes  " in line else "no"
@@ -50,7 +54,7 @@ def test_doctor_as_this_user(tmp_path: Path) -> None:
     if os.geteuid() == 0:
         assert "Genes run as: nobody (uid 65534" in out
         assert "uid 65534, gid 65534, groups none" in out
-        assert all(found[w] == "yes" for w in ROOT_ONLY), out
+        assert all(found[w] == "yes" for w in (*ROOT_ONLY, *IN_A_USER_NAMESPACE)), out
         assert "bounding set 0 of" in out and "securebits 0xef" in out
         assert out.rstrip().endswith("Python and Node genes run contained.")
 
@@ -68,6 +72,12 @@ def test_doctor_as_an_unprivileged_user(
     assert f"Genes run as: nobody (uid {user.pw_uid}" in done.stdout
     assert found["no capability"] == "yes" and found["genes never run as root"] == "yes"
     assert all(found[w] == "no" for w in ROOT_ONLY), done.stdout
+    # The kernel's answer, asked directly: may nobody make a user namespace?
+    userns = subprocess.run(
+        ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+         "unshare", "--user", "--mount", "--net", "true"], capture_output=True, check=False)
+    want = "yes" if userns.returncode == 0 else "no"
+    assert all(found[w] == want for w in IN_A_USER_NAMESPACE), done.stdout
     assert "not every promise holds here" in done.stdout
 
 

@@ -13,7 +13,7 @@ gene connect to those TCP ports (and create TCP sockets: nothing else);
 :data:`~rotifer.genes.contain.sandbox.DEFAULT_MEMORY_MIB`); ``geneOutputMiB``
 (``--gene-output MIB``) how much of a gene's output (``print``, ``ctx.log``,
 ``console.log``, raw writes together) a run passes on (default 1 MiB:
-:data:`~rotifer.genes.contain.channel.MAX_OUTPUT_BYTES`); ``geneThreads`` the
+:data:`~rotifer.genes.contain.sandbox.MAX_OUTPUT_BYTES`); ``geneThreads`` the
 threads and processes of the genes' user and ``geneTempMiB`` the total size of
 each gene's temporary folder (defaults ``DEFAULT_TASKS`` and
 ``DEFAULT_TEMP_MIB``; both enforced when rotifer runs as root).
@@ -25,8 +25,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES
-from rotifer.genes.contain.sandbox import DEFAULT_MEMORY_MIB, DEFAULT_TASKS, DEFAULT_TEMP_MIB, Grant
+from rotifer.genes.contain.sandbox import (
+    DEFAULT_MEMORY_MIB,
+    DEFAULT_TASKS,
+    DEFAULT_TEMP_MIB,
+    MAX_OUTPUT_BYTES,
+    Grant,
+)
 from rotifer.genes.errors import InvalidAgent
 
 

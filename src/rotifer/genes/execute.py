@@ -11,8 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rotifer.genes.contain.channel import MAX_OUTPUT_BYTES
-from rotifer.genes.contain.sandbox import CONTAINED, Grant
+from rotifer.genes.contain.sandbox import CONTAINED, MAX_OUTPUT_BYTES, Grant
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, InvalidInput
 from rotifer.genes.gene import Gene
 from rotifer.genes.jsonvalue import problem_of

@@ -52,7 +52,6 @@ import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rotifer.genes.errors import GeneFailed, GeneRejected, InvalidGene, rejection_of
@@ -118,7 +117,17 @@ class Source(Protocol):
     @property
     def code(self) -> bytes: ...
     @property
-    def code_file(self) -> Path: ...
+    def code_file(self) -> CodeFile: ...
+
+
+class CodeFile(Protocol):
+    """A gene's code file as running it needs it: its path (``str()``) and its
+    name (a :class:`~pathlib.Path`, or the contained child's
+    :class:`~rotifer.genes.contain.pychild.CodeFile`, which spares the fork
+    server importing :mod:`pathlib`)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 def _load_express(gene: Source) -> Callable[..., Any]:

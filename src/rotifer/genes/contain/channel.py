@@ -29,12 +29,11 @@ from rotifer.memory.signals import signals_deferred
 
 from .jsonline import decode
 from .protocol import LOG, MAX_NESTING, RESULT, Shape, described, too_deep, well_formed_error
+from .sandbox import MAX_OUTPUT_BYTES as MAX_OUTPUT_BYTES  # where the limits are
 from .spin import Spinner
 
 #: A gene's output, logs and memory traffic beyond this many bytes a message is refused.
 MAX_MESSAGE_BYTES = 64 << 20
-#: What the parent passes on of a child's own stdout/stderr (a flood is cut there).
-MAX_OUTPUT_BYTES = 1 << 20
 #: A line of that output longer than this is passed on in pieces.
 MAX_LINE_BYTES = 8192
 

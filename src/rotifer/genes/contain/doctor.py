@@ -17,6 +17,7 @@ permissions, ...) add :class:`Promise` rows to :attr:`Report.promises`.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -30,11 +31,11 @@ from .sandbox import CONTAINED, DEFAULT_TASKS, DEFAULT_TEMP_MIB, missing, python
 _PROBE = r"""
 import ctypes, errno, json, mmap, os, socket, struct
 libc = ctypes.CDLL(None, use_errno=True)
-def refused(f):
+def refused(f, also=()):
     try:
         r = f()
     except OSError as e:
-        return e.errno in (errno.EPERM, errno.EACCES)
+        return e.errno in (errno.EPERM, errno.EACCES, *also)
     return r is not None and r < 0 and ctypes.get_errno() in (errno.EPERM, errno.EACCES)
 def caps():
     data = ctypes.create_string_buffer(24)
@@ -49,10 +50,22 @@ import resource
 def limit(r):
     return resource.getrlimit(r)[0]
 tmp = os.statvfs(os.environ["TMPDIR"])
+def hidden(path):
+    try:
+        os.stat(path)
+    except OSError as e:
+        return e.errno == errno.ENOENT
+    return False
+def netns():
+    try:
+        return os.readlink("/proc/self/ns/net")
+    except OSError:
+        return None
 print(json.dumps({
+    "stat hidden": hidden("/etc/passwd"), "netns": netns(),
     "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "caps": caps(),
     "socket": refused(lambda: socket.socket(socket.AF_UNIX)),
-    "files": refused(lambda: open("/etc/passwd").close()),
+    "files": refused(lambda: open("/etc/passwd").close(), (errno.ENOENT,)),
     "fork": refused(os.fork),
     "chmod": refused(lambda: os.chmod(os.environ["TMPDIR"], 0o700)),
     "parent limits": refused(lambda: libc.prlimit(os.getppid(), 4, None, None)),
@@ -65,6 +78,10 @@ print(json.dumps({
                "temp": tmp.f_blocks * tmp.f_frsize},
 }))
 """
+
+
+#: Where a gene's view has the host's mounts (the paths it reads).
+_SHARED_MOUNTS = ("/proc", "/sys/fs/cgroup", "/usr", "/lib", "/etc")
 
 
 @dataclass(frozen=True)
@@ -108,17 +125,30 @@ def _probe() -> dict[str, Any] | str:
     return found if isinstance(found, dict) else "the confined probe said nothing"
 
 
-def _node() -> str | None:
-    """None when a confined Node child runs (or there is no node); else why not."""
+#: What a confined Node child sees of the machine through ``/proc/self``.
+_NODE_PROBE = r"""
+const fs = require("fs");
+const mounts = fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n")
+  .filter((l) => l).map((l) => l.split(" ")[4]);
+process.stdout.write(JSON.stringify({netns: fs.readlinkSync("/proc/self/ns/net"), mounts}));
+"""
+
+
+def _node() -> dict[str, Any] | str | None:
+    """What a confined Node child saw (None: there is no node); a text: why it did not run."""
     node = shutil.which("node")
     if node is None:
         return None
     prefix = str(Path(node).resolve().parent.parent)
-    done = _confined([node, "-e", "process.stdout.write('ok')"],
+    done = _confined([node, "-e", _NODE_PROBE],
                      [prefix, "/proc/self", "/sys/fs/cgroup", "/etc/ssl"])  # as the bridge
     if isinstance(done, str):
         return done
-    return None if done.stdout == "ok" else f"node failed confined: {done.stderr[-300:]}"
+    try:
+        found = json.loads(done.stdout)
+    except ValueError:
+        return f"node failed confined: {done.stderr[-300:]}"
+    return found if isinstance(found, dict) else f"node failed confined: {done.stdout[-300:]}"
 
 
 def _held(probe: dict[str, Any]) -> str:
@@ -139,7 +169,7 @@ def report() -> Report:
     if isinstance(probe, str) and not blocking:
         blocking.append(f"a confined Python child does not run: {probe}")
     node = _node() if not blocking else None
-    if node:
+    if isinstance(node, str):
         blocking.append(f"a confined Node child does not run: {node}")
     got = probe if isinstance(probe, dict) else {}
     reason = "" if got else f" ({probe})"
@@ -154,6 +184,18 @@ def report() -> Report:
     def probed(key: str, by: str) -> tuple[bool, str]:
         return bool(got.get(key)), f"{by}, probed{reason}"
 
+    seen = node if isinstance(node, dict) else {}
+    with open("/proc/self/mountinfo") as f:
+        host_only = {line.split()[4] for line in f
+                     if not line.split()[4].startswith(_SHARED_MOUNTS)} - {"/"}
+    own_proc = bool(got.get("stat hidden")) and (not seen or (
+        seen["netns"] != os.readlink("/proc/self/ns/net") and not host_only & set(seen["mounts"])))
+    view_why = ("a mount and network namespace and a root of its own (pivot_root)"
+                if user is not None else
+                "in a user namespace of its own" if got.get("stat hidden") else
+                "not here: an ordinary user needs an unprivileged user namespace, which this "
+                "kernel refuses (user.max_user_namespaces, an LSM such as AppArmor's "
+                "restriction, or a container's seccomp profile)")
     no_caps = bool(got) and not any(caps[k] for k in ("effective", "permitted",
                                                        "inheritable", "ambient"))
     rows = [
@@ -162,7 +204,8 @@ def report() -> Report:
         ("no TCP bind or connect (but granted ports)", *need(4)),
         ("no signal to processes outside the gene", *need(6)),
         ("no abstract UNIX socket outside the gene", *need(6)),
-        ("files outside refused in a confined child", *probed("files", "Landlock")),
+        ("files outside refused in a confined child",
+         *probed("files", "Landlock (and the gene's own root)")),
         ("only allowed system calls (seccomp allowlist): no socket", *probed("socket", "seccomp")),
         ("no new process (threads only)", *probed("fork", "seccomp")),
         ("no chmod/chown/utime/xattr", *probed("chmod", "seccomp")),
@@ -173,11 +216,16 @@ def report() -> Report:
         ("no SysV IPC, fanotify, inotify",
          got.get("sysv ipc", False) and got.get("fanotify", False) and got.get("inotify", False),
          f"seccomp, probed{reason}"),
+        ("no stat of paths outside the gene's own (the store, /etc/passwd)",
+         bool(got.get("stat hidden")), f"{view_why}, probed{reason}"),
+        ("/proc shows the gene's own network and mounts, not the host's", own_proc,
+         f"{view_why} (a gene granted TCP ports keeps the host's network), probed{reason}"),
         ("no capability (effective, permitted, inheritable, ambient)", no_caps,
          f"capset, probed{reason}"),
         ("bounding set empty, securebits locked",
          bool(got) and caps["bounding"] == 0 and caps["securebits"] == privileges.SECUREBITS,
-         "needs rotifer to run as root (CAP_SETPCAP); harmless otherwise under no_new_privs"),
+         "as root, or in the gene's own user namespace; harmless otherwise under "
+         "no_new_privs"),
         ("genes never run as root", bool(got) and got["uid"] != 0 and got["gid"] != 0,
          f"as {out.user}, probed{reason}"),
         (f"threads and processes capped ({DEFAULT_TASKS})",
@@ -186,8 +234,8 @@ def report() -> Report:
          else "not as an ordinary user: RLIMIT_NPROC would count every process of the user"),
         (f"temporary folder capped in total ({DEFAULT_TEMP_MIB} MiB)",
          limits.get("temp") == DEFAULT_TEMP_MIB << 20,
-         "a tmpfs in the child's mount namespace: rotifer runs as root" if user is not None
-         else "not as an ordinary user (no mount namespace): 64 MiB per file only"),
+         "a tmpfs in the child's mount namespace" if got.get("stat hidden")
+         else "not without a mount namespace of the child's own: 64 MiB per file only"),
         ("data size, file size, open files limited (rlimits)",
          bool(limits) and limits["data"] > 0 and limits["fsize"] > 0, "rlimits, probed"),
         ("dies with rotifer (parent-death signal), no_new_privs, scrubbed environment", True,

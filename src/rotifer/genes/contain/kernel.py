@@ -8,8 +8,9 @@
   architecture), some only with certain arguments; every other call EPERM.
 - no privileges (:mod:`.privileges`): as root, the genes' own unprivileged
   user; no capability, locked securebits; death with the parent.
-- as root, a mount and IPC namespace of the child's own, with a tmpfs of a
-  fixed size on its temporary folder.
+- a root, mount, IPC and network namespace of the child's own (:mod:`.view`;
+  as an ordinary user inside a user namespace, where the kernel allows one),
+  with a tmpfs of a fixed size as its temporary folder.
 - ``no_new_privs`` and rlimits (data size, file size, open files, core dumps;
   as root also RLIMIT_NPROC of the genes' user).
 
@@ -36,9 +37,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from . import privileges, seccomp
+from . import privileges, seccomp, view
 
 ENV_PRETEND_NO_LANDLOCK = "ROTIFER_PRETEND_NO_LANDLOCK"
+#: ``ROTIFER_PRETEND_NO_USERNS=1``: an ordinary user's child does not try a user
+#: namespace, as on a kernel that refuses one (the tests of that path use it).
+ENV_PRETEND_NO_USERNS = "ROTIFER_PRETEND_NO_USERNS"
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
@@ -64,15 +68,6 @@ _syscall.restype = ctypes.c_long
 _prctl = _libc.prctl
 _prctl.restype = ctypes.c_int
 _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-_unshare = _libc.unshare
-_unshare.restype = ctypes.c_int
-_unshare.argtypes = [ctypes.c_int]
-_mount = _libc.mount
-_mount.restype = ctypes.c_int
-_mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                   ctypes.c_char_p]
-_CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
-_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
 
 
 class ConfineError(OSError):
@@ -151,6 +146,7 @@ class Plan:
     temp_bytes: int = 256 << 20
     tasks: int = 256
     user: tuple[int, int] | None = None
+    user_ns: bool = True
     parent: int = 0
     top_cap: int = 40
     abi: int = 0
@@ -176,9 +172,15 @@ class Plan:
                 mask = rights & handled
                 rules.append((path, mask if is_dir else mask & _FILE_RIGHTS))
         self._rules = rules
+        for temp in self.write:  # its view's tmpfs would be bound inside itself (view.py)
+            inside = [p for p in self.read if view.under(temp, p)]
+            if inside:
+                raise ConfineError(errno.EINVAL, f"the temporary folder {temp} lies under "
+                                   f"{inside[0]}, which genes read: set TMPDIR elsewhere")
         self._filter = seccomp.build(allow_tcp=bool(self.tcp_ports))
         self.parent = os.getpid()
         self.top_cap = privileges.last_cap()  # read here: the child only makes system calls
+        self.user_ns = not os.environ.get(ENV_PRETEND_NO_USERNS)
         return self
 
     def to_message(self) -> dict[str, object]:
@@ -187,7 +189,7 @@ class Plan:
                 "memoryBytes": self.memory_bytes, "openFiles": self.open_files,
                 "fileBytes": self.file_bytes, "tempBytes": self.temp_bytes,
                 "tasks": self.tasks, "user": self.user, "write": self.write,
-                "topCap": self.top_cap,
+                "topCap": self.top_cap, "userNs": self.user_ns,
                 "filter": base64.b64encode(self._filter).decode("ascii")}
 
     @classmethod
@@ -200,7 +202,8 @@ class Plan:
                    file_bytes=int(doc["fileBytes"]), temp_bytes=int(doc["tempBytes"]),
                    tasks=int(doc["tasks"]),
                    user=None if user is None else (int(user[0]), int(user[1])),
-                   parent=parent, top_cap=int(doc["topCap"]), abi=int(doc["abi"]))
+                   parent=parent, top_cap=int(doc["topCap"]), abi=int(doc["abi"]),
+                   user_ns=bool(doc["userNs"]))
         plan._rules = [(str(path), int(rights)) for path, rights in doc["rules"]]
         plan._filter = base64.b64decode(doc["filter"])
         return plan
@@ -218,10 +221,10 @@ class Plan:
         resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
         if self.user is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (self.tasks, self.tasks))
-            self._private_temp()
+        owns_ns = self._private_view()
         ruleset = self._ruleset()
         try:
-            privileges.drop(self.user, self.top_cap)
+            privileges.drop(self.user, self.top_cap, owns_ns)
             privileges.die_with(self.parent)
             _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
             _check(_syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_long(ruleset),
@@ -234,18 +237,32 @@ class Plan:
         _check(_prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
                "seccomp")
 
-    def _private_temp(self) -> None:
-        """A mount and an IPC namespace of the child's own (root only), the
-        temporary folder a tmpfs of ``temp_bytes`` owned by the gene's user:
-        the folder's total size is capped, and nothing of it is seen outside."""
-        assert self.user is not None
-        _check(_unshare(_CLONE_NEWNS | _CLONE_NEWIPC), "unshare")
-        _check(_mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "private mounts")
-        uid, gid = self.user
-        options = f"size={self.temp_bytes},mode=0700,uid={uid},gid={gid}".encode()
-        for temp in self.write:
-            _check(_mount(b"tmpfs", temp.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
-                          options), f"tmpfs on {temp}")
+    def _private_view(self) -> bool:
+        """A root, mount, IPC and (with ``/proc`` in the view, without TCP ports)
+        network namespace of the child's own (:mod:`.view`): as root directly, as an ordinary user in a
+        user namespace of its own.  True when the child holds capabilities in
+        it (so :func:`.privileges.drop` can empty the bounding set and lock the
+        securebits); False when the kernel allows no user namespace to an
+        ordinary user -- the gene then sees the machine's paths and ``/proc``
+        (``rotifer doctor`` says so)."""
+        write = set(self.write)
+        read = [p for p, rights in self._rules if p not in write and not rights & FS_WRITE_FILE]
+        devices = [p for p, rights in self._rules if p not in write and rights & FS_WRITE_FILE]
+        # A network namespace only where /proc is in the view (a Node gene's
+        # /proc/self/net): a Python gene has no /proc and may open no socket,
+        # and a new one costs ~5 ms a run.  Granted ports: the host's network.
+        shows_net = "/proc/self" in read and not self.tcp_ports
+        flags = view.CLONE_NEWNS | view.CLONE_NEWIPC | (view.CLONE_NEWNET if shows_net else 0)
+        uid, gid = self.user if self.user is not None else (os.getuid(), os.getgid())
+        if self.user is None:
+            if not self.user_ns or not view.unshare(flags | view.CLONE_NEWUSER):
+                return False
+            view.map_self(uid, gid)
+        else:
+            view.unshare(flags)
+        view.enter(read, devices, self.write[0],
+                   f"size={self.temp_bytes},mode=0700,uid={uid},gid={gid}")
+        return True
 
     def _ruleset(self) -> int:
         handled_net = NET_BIND_TCP | NET_CONNECT_TCP if self.abi >= 4 else 0

@@ -20,10 +20,12 @@ Before any gene code runs, the child (:meth:`.kernel.Plan.apply`):
   process and the child exits at once).
 
 As an ordinary user rotifer has no capability to give away: the child's sets
-are empty already, the bounding set cannot be changed without ``CAP_SETPCAP``
-(and does not matter under ``no_new_privs``: no ``exec`` gains a capability),
-and the securebits cannot be locked; each step that needs privilege is
-skipped, and ``rotifer doctor`` shows what a probe child really holds.
+are empty already.  In the user namespace of its own (:mod:`.view`) it holds
+every capability *there* until this drops them, so it empties its bounding set
+and locks the securebits as root's child does (``owns_ns``); where the kernel
+allows no such namespace, those two steps need ``CAP_SETPCAP`` and are skipped
+(harmless under ``no_new_privs``: no ``exec`` gains a capability), and
+``rotifer doctor`` shows what a probe child really holds.
 
 Why ``nobody`` and not a range of uids per gene (as Android gives each app):
 one uid is what a deployer can reason about, and genes of the same rotifer are
@@ -151,14 +153,17 @@ def unreachable(path: str, user: tuple[int, int]) -> str | None:
     return None
 
 
-def drop(user: tuple[int, int] | None, top_cap: int) -> None:
+def drop(user: tuple[int, int] | None, top_cap: int, owns_ns: bool = False) -> None:
     """In the child: become ``user`` (when given: rotifer is root) and hold no
-    capability, with the securebits locked where that is possible."""
+    capability, with the bounding set emptied and the securebits locked where
+    the child may (as root, or in a user namespace of its own: ``owns_ns``)."""
+    privileged = user is not None or owns_ns
     for cap in range(top_cap + 1):
-        if _prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 and user is not None:
+        if _prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 and privileged:
             _check(-1, f"dropping capability {cap} from the bounding set")
-    if user is not None:
+    if privileged:
         _check(_prctl(_PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0), "locking the securebits")
+    if user is not None:
         uid, gid = user
         os.setgroups([])
         os.setresgid(gid, gid, gid)

@@ -22,11 +22,16 @@ A contained child (Python or Node) gets, before any code of its own runs:
   able to reach the gene's folder and the runtime (else GENE_UNAVAILABLE
   naming the closed folder); no capability in any set, securebits locked;
   SIGKILL when its parent dies.
+- a root of its own (:mod:`rotifer.genes.contain.view`): only the paths it may
+  read are there (``stat`` of anything else: ENOENT); where it sees ``/proc``
+  (Node) an empty network (but with granted TCP ports) and its own mounts in
+  ``/proc/self/mountinfo``.
 - ``no_new_privs``; rlimits: data size (:data:`DEFAULT_MEMORY_MIB`, or the
   agent's ``--gene-memory``), 256 open files, 64 MiB per file written, no core
   dumps; as root also :data:`DEFAULT_TASKS` threads and processes of the genes'
-  user and a private tmpfs of :data:`DEFAULT_TEMP_MIB` as the temporary folder
-  (its total size; as an ordinary user only the per-file cap holds).
+  user; a private tmpfs of :data:`DEFAULT_TEMP_MIB` as the temporary folder
+  (its total size; as an ordinary user without user namespaces only the
+  per-file cap holds).
 - an environment of its own: ``PATH``, ``LANG``, ``HOME`` and ``TMPDIR`` (both
   the temporary folder): no ``ROTIFER_MEMORY_URL``, no credentials.  A Python
   gene's process is forked from the fork server (:mod:`.zygote`), itself
@@ -69,6 +74,11 @@ DEFAULT_TASKS = 256
 #: The total size of the private temporary folder (a tmpfs, when rotifer is
 #: root; ``agent create --gene-temp``).
 DEFAULT_TEMP_MIB = 256
+#: What the parent passes on of a child's own stdout/stderr, its ``print``,
+#: ``ctx.log`` and ``console.log`` together, a run (a flood is cut there;
+#: ``agent create --gene-output``).  Here, not in :mod:`.channel`, so that what
+#: only reads an agent's spec (``agent list``) does not import the channel.
+MAX_OUTPUT_BYTES = 1 << 20
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
 
 
