@@ -15,11 +15,14 @@ from typing import Any
 from ..model import Category
 from .backend import NEWEST_PAGE
 
-ROW_COLUMNS = (
-    "agent_id, key, category, value, created_by, creator_domain, last_accessed_by, "
-    "created_us, updated_us, read_scope, write_scope, share_policy, retention, expires_us, seq"
-)
-PUT_COLUMNS = ROW_COLUMNS.replace("value,", "value, size,")
+#: An entry's columns, in the order every entry row comes back in.
+ROW_NAMES = ("agent_id", "key", "category", "value", "created_by", "creator_domain",
+             "last_accessed_by", "created_us", "updated_us", "read_scope", "write_scope",
+             "share_policy", "retention", "expires_us", "seq")
+ROW_COLUMNS = ", ".join(ROW_NAMES)
+#: What a put writes: the entry's columns with its ``size`` after the value.
+PUT_COLUMNS = ", ".join(n for name in ROW_NAMES
+                        for n in ((name, "size") if name == "value" else (name,)))
 BRIEF_COLUMNS = "key, category, size, updated_us, seq, created_by"
 AGENT_COLUMNS = (
     "agent_id, quota_bytes, max_retention_days, anonymization_supported, used_bytes, next_seq, "
@@ -94,10 +97,11 @@ def entry_filters(placeholder: str, agent_id: str, category: Category | None,
 
 
 def newest_sql(placeholder: str, agent_id: str, category: Category | None,
-               key_prefix: str | None, since_us: int | None, until_us: int | None
-               ) -> tuple[str, tuple[Any, ...]]:
+               key_prefix: str | None, since_us: int | None, until_us: int | None,
+               *, columns: str = ROW_COLUMNS) -> tuple[str, tuple[Any, ...]]:
     """``iter_newest``'s query and parameters, most recently updated first, with an
-    ``{after}`` slot for the next page's condition and a ``{limit}`` slot.
+    ``{after}`` slot for the next page's condition and a ``{limit}`` slot; it
+    selects ``columns`` (the entry's, or e.g. only its ``rowid``).
 
     ``key_prefix`` becomes the range ``[prefix, prefix_upper_bound(prefix))``:
     the key columns compare byte for byte (SQLite's default, PostgreSQL's
@@ -109,7 +113,7 @@ def newest_sql(placeholder: str, agent_id: str, category: Category | None,
     if until_us is not None:
         where.append(f"updated_us < {placeholder}")
         params.append(until_us)
-    sql = (f"SELECT {ROW_COLUMNS} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
+    sql = (f"SELECT {columns} FROM memory_entries WHERE {' AND '.join(where)} {{after}} "
            "ORDER BY updated_us DESC, seq DESC LIMIT {limit}")
     return sql, tuple(params)
 
@@ -145,7 +149,7 @@ def browse_sql(placeholder: str, contains_sql: str, agent_id: str, *,
     elif after is not None:
         where.append(f"(updated_us, seq) {'<' if sort == 'newest' else '>'} ({p}, {p})")
         params += list(after)
-    columns = ROW_COLUMNS.replace("value,", f"{p},")
+    columns = ", ".join(p if name == "value" else name for name in ROW_NAMES)
     sql = (f"SELECT {columns}, size FROM memory_entries WHERE {' AND '.join(where)} "
            f"ORDER BY {BROWSE_ORDERS[sort]} LIMIT {int(limit)}{offset}")
     return sql, tuple(params)

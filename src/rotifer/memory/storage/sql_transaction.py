@@ -11,7 +11,9 @@ gives :meth:`SqlTransaction._one` and :meth:`SqlTransaction._all`, its
 the scans, lookups and counts are written once here.
 
 Result columns are read by name (:data:`ROW_AT`, :data:`BRIEF_AT`), never by
-a bare index.
+a bare index; the one exception is the gene's lean query
+(:mod:`rotifer.memory.views.gene_reads`), which unpacks each row in the order
+of :data:`~rotifer.memory.storage.sql_text.ROW_NAMES` in one place.
 """
 
 from __future__ import annotations

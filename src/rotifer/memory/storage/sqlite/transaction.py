@@ -272,17 +272,18 @@ class SqliteTransaction(SqlTransaction):
         that the pages match the newest-first reference."""
         bound = prefix_upper_bound(key_prefix)
         keys: tuple[str, ...] = (key_prefix,) if bound is None else (key_prefix, bound)
-        inner, params = newest_sql("?", agent_id, category, None, since_us, until_us)
-        inner = inner.replace(f"SELECT {ROW_COLUMNS} ", "SELECT rowid AS r ", 1)
-        in_range = f"key >= ?{'' if bound is None else ' AND key < ?'}"
+        inner, params = newest_sql("?", agent_id, category, None, since_us, until_us,
+                                   columns="rowid AS r")
+
+        def in_range(table: str) -> str:
+            return f"{table}key >= ?{'' if bound is None else f' AND {table}key < ?'}"
+
         probe = (f"SELECT {JOINED_COLUMNS} FROM ({inner}) AS w CROSS JOIN memory_entries AS e "
-                 f"ON e.rowid = w.r WHERE e.{in_range.replace('AND key', 'AND e.key')} "
-                 "LIMIT {size}")
+                 f"ON e.rowid = w.r WHERE {in_range('e.')} LIMIT {{size}}")
         count = (f"SELECT count(*) FROM (SELECT 1 FROM memory_entries WHERE agent_id = ? "
-                 f"AND {in_range} LIMIT ?)")
+                 f"AND {in_range('')} LIMIT ?)")
         by_key, key_params = newest_sql("?", agent_id, category, key_prefix, since_us,
-                                        until_us)
-        by_key = by_key.replace(f"SELECT {ROW_COLUMNS} ", "SELECT rowid AS r ", 1)
+                                        until_us, columns="rowid AS r")
         by_key = (f"SELECT {JOINED_COLUMNS} FROM ({by_key}) AS w CROSS JOIN memory_entries "
                   "AS e ON e.rowid = w.r")
         after: tuple[Any, ...] = ()
