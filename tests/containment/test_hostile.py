@@ -142,16 +142,16 @@ exports.express = async (input) => {
     }),
   };
   out["tcp connect"] = await later((ok, bad) => {
-    const s = net.connect(input.tcp, "127.0.0.1", () => { s.destroy(); ok_process(); });
+    const s = net.connect(input.tcp, "127.0.0.1", () => { s.destroy(); ok(); });
     s.on("error", bad);
   });
   out["udp send"] = await later((ok, bad) => {
     const s = dgram.createSocket("udp4");
     s.on("error", bad);
-    s.send("x", input.udp, "127.0.0.1", (e) => { s.close(); e ? bad(e) : ok_process(); });
+    s.send("x", input.udp, "127.0.0.1", (e) => { s.close(); e ? bad(e) : ok(); });
   });
   out["unix socket"] = await later((ok, bad) => {
-    const s = net.connect(input.unix, () => { s.destroy(); ok_process(); });
+    const s = net.connect(input.unix, () => { s.destroy(); ok(); });
     s.on("error", bad);
   });
   return out;
