@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..audit import DEPLOYER
+from ..audit import DEPLOYER, AuditLog
 from ..audit.actions import EXPIRE, MOVE, MOVE_DROP, MOVE_OUT
 from ..engine.changes import Change, settle
 from ..errors import AgentMemoryError, ErrorCode, invalid, storage
@@ -28,8 +28,17 @@ from .operations import (
 
 def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                keep_cache: bool = False, quota_bytes: int | None = None,
-               progress: Progress | None = None) -> TransferReport:
+               progress: Progress | None = None, mirror: AuditLog | None = None,
+               history: Iterable[dict[str, Any]] = ()) -> TransferReport:
     """Move ``agent_id``'s memory from ``source`` to ``destination``.
+
+    Both ends' lines go to ``source.audit`` and ``destination.audit`` (one log,
+    when one project runs the move: the anchors are in it).  ``mirror`` is the
+    log of the project whose store ``destination`` is, when that is another
+    project: it gets ``history`` (the agent's earlier lines that it lacks, oldest
+    first), the source's move lines and the destination's import lines, in the
+    destination's transaction before its commit, chained in that log, so that
+    project's log shows and verifies the move (see docs/backends.md).
 
     How it stays all-or-nothing across two databases:
 
@@ -108,13 +117,23 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                 yield from expired
 
             audit_in_batches(source, tx, change, lines())
+
+            def mirrored() -> Iterator[dict[str, Any]]:
+                """What the destination project's log gets before the import."""
+                yield from history
+                for moved_line in lines():  # the move's lines again, numbered as logged
+                    if change.epoch:
+                        moved_line["epoch"] = change.epoch
+                    moved_line["seq"] = change.seq
+                    yield moved_line
+
             copying = Tally(progress)
             checker = ExportChecker(head, quota_bytes=quota_bytes)
             carried = (entry_record(row) for what, row in
                        copying.rows(tx, agent_id, now, keep_cache) if what == "carry")
             moved = fill(destination, checker, carried,
                          lambda: copying.tail(checker.checksum.hexdigest()), f"move:{src}",
-                         "move")
+                         "move", mirror=None if mirror is None else (mirror, mirrored))
             copied = True
             if checker.checksum.hexdigest() != sha256:
                 raise storage(f"moving {agent_id!r}: the entries changed while they were copied")
