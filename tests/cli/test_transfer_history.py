@@ -105,6 +105,11 @@ def test_a_moves_destination_project_logs_the_move(proj: Path, tmp_path: Path) -
     assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
     assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
     assert shown(other)[-1]["seq"] == source[-1]["seq"]  # this log's history ends at the move
+    # Moved away again: the destination project says where the agent went, not "no history".
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
+       "-q")
+    err = refused(other, "AGENT_NOT_FOUND", "agent", "audit", "show", "bot")
+    assert "moved its memory into this project's store and out again" in err, err
 
 
 def test_a_history_an_interrupted_import_left_is_not_carried_twice(proj: Path,

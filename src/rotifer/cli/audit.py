@@ -139,8 +139,13 @@ def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
 
     kept = list(lines)
     if not kept and not any(True for _ in audit_history(store, name, limit=1)):
-        raise AgentNotFound(f"no agent '{name}', and the audit log holds no history of "
-                            "one by that name")
+        from .guest import moved_away
+
+        raise AgentNotFound(
+            f"no agent '{name}' here: another project moved its memory into this "
+            "project's store and out again; that project's log holds its history"
+            if moved_away(store, name) else
+            f"no agent '{name}', and the audit log holds no history of one by that name")
     common.hint(f"agent '{name}' was deleted; this is the history of its memory")
     return kept
 

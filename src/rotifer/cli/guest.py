@@ -51,6 +51,21 @@ def moved_in(store: MemoryStore, name: str) -> str | None:
     return None
 
 
+def moved_away(store: MemoryStore, name: str) -> bool:
+    """Does this project's log hold a move of ``name`` into its store (by another
+    project: the agent has no spec here), which has no memory of it now?"""
+    from rotifer.memory.audit.read import LogProblem, scan
+
+    path = store.audit.path
+    if path is None or store.has_agent(name):
+        return False
+    try:
+        return any(logged.line.get("via") == "move"
+                   for logged in scan(path, name, chain=False, only=b'"import_agent"'))
+    except LogProblem:
+        return False
+
+
 def hint(name: str, source: str) -> None:
     common.hint(f"agent '{name}' has no spec in this project: its memory was moved here "
                 f"from {source} by the project that keeps its spec, whose log holds its "
@@ -91,4 +106,4 @@ def verify_guest(store: MemoryStore, name: str, source: str) -> str:
     return (f"{report.message}; it was moved here from {source}: its anchor is in the log "
             f"of the project that keeps its spec, checked by {there}")
 
-__all__ = ["hint", "moved_in", "verify_guest"]
+__all__ = ["hint", "moved_away", "moved_in", "verify_guest"]
