@@ -185,9 +185,10 @@ main()
 '''
 
 
-@pytest.mark.parametrize("into", ["file", "project"])
-def test_a_move_killed_after_the_copy_is_finished_by_a_retry(tmp_path: Path, into: str
-                                                            ) -> None:
+@pytest.mark.parametrize("into", ["file", "project",
+                                  pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_move_killed_after_the_copy_is_finished_by_a_retry(
+        tmp_path: Path, into: str, request: pytest.FixtureRequest) -> None:
     """SIGKILL after the destination committed its copy, before the source dropped the
     agent: both stores hold it.  The same command again finds the destination's copy
     exactly what it would copy, replaces it and moves (docs/backends.md), instead of
@@ -195,7 +196,8 @@ def test_a_move_killed_after_the_copy_is_finished_by_a_retry(tmp_path: Path, int
     log then shows and verifies the agent's history too."""
     root = project(tmp_path / "p")
     guest = init_project(tmp_path / "q") if into == "project" else None
-    other = (f"sqlite:{tmp_path / 'other.db'}" if guest is None
+    other = (str(request.getfixturevalue("pg_fresh_url")) if into == "postgres"
+             else f"sqlite:{tmp_path / 'other.db'}" if guest is None
              else f"sqlite:{guest / '.rotifer' / 'playground.db'}")
     done = subprocess.run([sys.executable, "-c", KILLED_AFTER_THE_COPY, other], cwd=root,
                           env=clean_env(), capture_output=True, text=True, timeout=120,
