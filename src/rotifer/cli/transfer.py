@@ -110,6 +110,8 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
             with MemoryStore.open(project.dot, url) as destination:
                 in_the_way = _nothing_in_the_way(name, url, destination, describe(source))
                 guest = _destination_project(project, url)
+                if guest is not None:  # what expired goes first (audited), then the history
+                    source.purge_expired(name)
                 mirror = None if guest is None else AuditLog(guest / "audit.jsonl")
                 try:
                     report = move_agent(
