@@ -219,4 +219,5 @@ def test_a_move_killed_after_the_copy_is_finished_by_a_retry(
     # them (which hid the retried, committed move from `audit show`).
     ok(root, "agent", "move", "bot", "--to", home, "-q")
     check_history(root)
+    ok(root, "agent", "move", "bot", "--to", other, "-q")  # read partly from PostgreSQL
     check_history(root)
