@@ -81,7 +81,11 @@ def bound(root: Path, home: str) -> str:
     return home if url is None else str(url)
 
 
-def trials(root: Path, other: str, count: int, seed: int) -> dict[str, int]:
+def trials(root: Path, other: str, count: int, seed: int,
+           guest: Path | None = None) -> dict[str, int]:
+    """``count`` interrupted moves between the project's store and ``other``, each
+    retried until done; ``guest``: the project whose store ``other`` is, whose own
+    log must then show and verify the agent's whole history too."""
     rng = random.Random(seed)
     home = f"sqlite:{(root / '.rotifer' / 'playground.db').resolve()}"
     where, outcomes = home, {"finished": 0, "cut": 0}
@@ -95,6 +99,8 @@ def trials(root: Path, other: str, count: int, seed: int) -> dict[str, int]:
         assert bound(root, home) == to
         where = to
         check_history(root)
+        if guest is not None and to == other:
+            check_history(guest)
         listed = ok(root, "agent", "memory", "list", "bot", "--json")
         assert listed.count('"key"') >= ENTRIES * 3 // 4  # CACHE may stay behind
     return outcomes
@@ -105,6 +111,18 @@ def test_a_few_interrupted_moves_end_true(tmp_path: Path, kind: str) -> None:
     root = project(tmp_path / "p")
     outcomes = trials(root, f"sqlite:{tmp_path / 'other.db'}", 2, seed=22)
     assert sum(outcomes.values()) == 2
+
+
+def test_interrupted_moves_into_another_project_end_true_in_both_logs(tmp_path: Path
+                                                                        ) -> None:
+    """Into another project's store: the destination project's log, which a cut-off
+    move may leave with lines of a move that never committed, reads and verifies
+    as the source's does once the retried move is done (issue 36, item 6)."""
+    root = project(tmp_path / "p")
+    guest = init_project(tmp_path / "q")
+    outcomes = trials(root, f"sqlite:{guest / '.rotifer' / 'playground.db'}", 3, seed=36,
+                      guest=guest)
+    assert sum(outcomes.values()) == 3
 
 
 @pytest.mark.slow
@@ -150,4 +168,56 @@ def test_a_move_cut_off_before_its_binding_is_finished_by_a_retry(tmp_path: Path
     out = ok(root, "agent", "move", "bot", "--to", other, "-q")
     assert "moved already" in out
     assert bound(root, home) == other
+    check_history(root)
+
+
+KILLED_AFTER_THE_COPY = '''
+import os, signal, sys
+from rotifer.memory.transfer import move
+from rotifer.cli.main import main
+
+def die(*args):  # the copy committed at the destination; the source still holds the agent
+    os.kill(os.getpid(), signal.SIGKILL)
+
+move.verify = die
+sys.argv = ["rotifer", "agent", "move", "bot", "--to", sys.argv[1], "-q"]
+main()
+'''
+
+
+@pytest.mark.parametrize("into", ["file", "project",
+                                  pytest.param("postgres", marks=pytest.mark.postgres),
+                                  pytest.param("from-postgres", marks=pytest.mark.postgres)])
+def test_a_move_killed_after_the_copy_is_finished_by_a_retry(
+        tmp_path: Path, into: str, request: pytest.FixtureRequest) -> None:
+    """SIGKILL after the destination committed its copy, before the source dropped the
+    agent: both stores hold it.  The same command again finds the destination's copy
+    exactly what it would copy, replaces it and moves (docs/backends.md), instead of
+    refusing it as a memory in the way; into another project's store, that project's
+    log then shows and verifies the agent's history too."""
+    root = project(tmp_path / "p")
+    guest = init_project(tmp_path / "q") if into == "project" else None
+    other = (str(request.getfixturevalue("pg_fresh_url")) if "postgres" in into
+             else f"sqlite:{tmp_path / 'other.db'}" if guest is None
+             else f"sqlite:{guest / '.rotifer' / 'playground.db'}")
+    home = f"sqlite:{(root / '.rotifer' / 'playground.db').resolve()}"
+    if into == "from-postgres":  # the agent lives on PostgreSQL and is killed moving home
+        ok(root, "agent", "move", "bot", "--to", other, "-q")
+        other, home = home, other
+    done = subprocess.run([sys.executable, "-c", KILLED_AFTER_THE_COPY, other], cwd=root,
+                          env=clean_env(), capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    with MemoryStore.open(root / ".rotifer", other, create=False) as there:
+        assert there.has_agent("bot")  # both hold it
+    ok(root, "agent", "move", "bot", "--to", other, "-q")
+    check_history(root)
+    if guest is not None:
+        check_history(guest)
+    # The first attempt's move lines were never committed: the retried move says so
+    # before its own, so no later `audit verify` marks its number rolled back after
+    # them (which hid the retried, committed move from `audit show`).
+    ok(root, "agent", "move", "bot", "--to", home, "-q")
+    check_history(root)
+    ok(root, "agent", "move", "bot", "--to", other, "-q")  # read partly from PostgreSQL
     check_history(root)

@@ -52,3 +52,24 @@ def test_config_refuses_an_unknown_key_with_the_closest_one(tmp_path: Path) -> N
     config.write_text(json.dumps({"memoryUrl": f"sqlite:{tmp_path / 'm.db'}"}))
     ok(root, "agent", "create", "bot", "--genes", "echo")
     assert (tmp_path / "m.db").exists()
+
+
+def test_agent_on_the_projects_store_run_on_another_says_where(tmp_path: Path) -> None:
+    """Created without the variable, the agent's memory is in the project's store (its
+    spec records null); a run with ROTIFER_MEMORY_URL naming another store -- one that
+    does not exist, or one that holds other agents -- says so, and how to reach it."""
+    root = init_project(tmp_path / "p")
+    add_gene(root, "echo", GENE)
+    wrap(root, "echo")
+    ok(root, "agent", "create", "bot", "--genes", "echo")
+    assert json.loads(spec_path(root, "bot").read_text())["memoryUrl"] is None
+    missing = {"ROTIFER_MEMORY_URL": f"sqlite:{tmp_path / 'missing.db'}"}
+    err = last_line(refused(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot", "--input",
+                            "{}", env=missing))
+    assert "keeps its memory in the project's SQLite file .rotifer/playground.db" in err, err
+    assert "unset $ROTIFER_MEMORY_URL" in err
+    other = {"ROTIFER_MEMORY_URL": f"sqlite:{tmp_path / 'other.db'}"}
+    ok(root, "agent", "create", "x", "--genes", "echo", env=other)
+    err = last_line(refused(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot", "--input",
+                            "{}", env=other))
+    assert "keeps its memory in the project's SQLite file .rotifer/playground.db" in err, err

@@ -1,8 +1,8 @@
 """The history an export carries, imported into another project (issue 36, item 6):
 into a project whose memory is on the real PostgreSQL of tests/pg_plugin.py, and an
 import that fails after it was read (nothing of it stays in the importing project's
-log); and a move's destination project, whose log gets none of the move's lines
-(they go to the log of the project that keeps the agent's spec)."""
+log); and a move's destination project, whose own log records the move (the
+project that keeps the agent's spec logs it too, and its later changes)."""
 
 from __future__ import annotations
 
@@ -78,26 +78,38 @@ def test_a_failed_import_leaves_no_history_behind(proj: Path, tmp_path: Path) ->
     assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
 
 
-def test_a_moves_destination_project_gets_no_lines(proj: Path, tmp_path: Path) -> None:
-    """The move's lines, at both ends, go to the log of the project that keeps the
-    agent's spec (whose later runs log there too): the destination project does
-    not know the agent, and its log gets nothing; the source's shows the move and
-    the import, and verifies."""
+def test_a_moves_destination_project_logs_the_move(proj: Path, tmp_path: Path) -> None:
+    """A move into another project's store: the source project's log keeps the move at
+    both ends (its spec, binding and anchor are there), and the destination project's
+    own log records it too -- the agent's history up to the move, the move and the
+    import, chained in that log -- so ``audit show`` and ``audit verify`` run there
+    show the move and pass; the source's verify still passes, before and after the
+    agent's next change."""
     other = make_project(tmp_path / "other")
     before = len(audit(other))
     ok(proj, "agent", "move", "bot", "--to",
        f"sqlite:{other / '.rotifer' / 'playground.db'}", "-q")
-    assert len(audit(other)) == before
-    actions = [x["action"] for x in shown(proj)]
-    assert "move" in actions and actions.index("import_agent") > actions.index("move")
-    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
-    # To belong to the other project, the agent is exported there and imported.
-    ok(proj, "agent", "export", "bot", str(tmp_path / "moved.json"), "-q")
-    ok(proj, "agent", "delete", "bot", "--yes")
-    ok(other, "agent", "import", str(tmp_path / "moved.json"), "-q")
-    assert [x["seq"] for x in shown(other) if x["action"] == "write"] == [1, 2, 3, 4]
+    arrived = [x for x in audit(other)[before:] if x.get("agent") == "bot"]
+    assert [x["action"] for x in arrived if x["action"] in ("move", "import_agent")] == \
+        ["move", "import_agent"]
+    source = shown(proj)
+    here = shown(other)
+    assert [(x["action"], x.get("seq"), x.get("epoch")) for x in here] == \
+        [(x["action"], x.get("seq"), x.get("epoch")) for x in source]
+    assert [x["seq"] for x in here if x["action"] == "write"] == [1, 2, 3, 4]
     assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
-
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+    # The agent is still the source project's: its next change is logged there.
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:1]}))
+    assert shown(proj)[-1]["seq"] == source[-1]["seq"] + 1
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+    assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
+    assert shown(other)[-1]["seq"] == source[-1]["seq"]  # this log's history ends at the move
+    # Moved away again: the destination project says where the agent went, not "no history".
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
+       "-q")
+    err = refused(other, "AGENT_NOT_FOUND", "agent", "audit", "show", "bot")
+    assert "moved its memory into this project's store and out again" in err, err
 
 
 def test_a_history_an_interrupted_import_left_is_not_carried_twice(proj: Path,
@@ -116,3 +128,65 @@ def test_a_history_an_interrupted_import_left_is_not_carried_twice(proj: Path,
     assert [x["seq"] for x in audit(other) if x["action"] == "write"] == [1, 2, 3, 4]
     assert [x["seq"] for x in shown(other) if x["action"] == "write"] == [1, 2, 3, 4]
     assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
+
+
+def test_a_destination_log_edited_after_the_move_fails_verify_there(proj: Path,
+                                                                    tmp_path: Path) -> None:
+    """The destination project's copy of the move is chained in its log: an edited line
+    there is AUDIT_MISMATCH in that project (and the source's verify is not fooled
+    either way: its own log is untouched)."""
+    other = make_project(tmp_path / "other")
+    ok(proj, "agent", "move", "bot", "--to",
+       f"sqlite:{other / '.rotifer' / 'playground.db'}", "-q")
+    log = other / ".rotifer" / "audit.jsonl"
+    text = log.read_text()
+    assert '"action":"move"' in text
+    log.write_text(text.replace('"action":"move"', '"action":"mvoe"', 1))
+    refused(other, "AUDIT_MISMATCH", "agent", "audit", "verify", "bot")
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+
+
+def test_a_spec_less_memory_not_moved_in_is_still_no_agent(proj: Path, tmp_path: Path) -> None:
+    """Only a memory another project moved in is shown without a spec: a memory whose
+    spec was removed by hand stays AGENT_NOT_FOUND for show and verify."""
+    (proj / ".rotifer" / "agents" / "bot.json").unlink()
+    refused(proj, "AGENT_NOT_FOUND", "agent", "audit", "show", "bot")
+    refused(proj, "AGENT_NOT_FOUND", "agent", "audit", "verify", "bot")
+
+
+@PG
+def test_a_move_from_postgres_into_another_projects_store_is_logged_there(
+        tmp_path: Path, pg_fresh_url: str) -> None:
+    """The source's history read from PostgreSQL's own copy is what the destination
+    project's log gets before the move; both projects verify, and a move back to
+    PostgreSQL afterwards leaves both logs intact."""
+    root = make_project(tmp_path / "proj")
+    use_store(root, pg_fresh_url)
+    ok(root, "agent", "create", "bot", "--genes", "memo", "--memory-quota", "4KB")
+    ok(root, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES}))
+    other = make_project(tmp_path / "other")
+    ok(root, "agent", "move", "bot", "--to", f"sqlite:{other / '.rotifer' / 'playground.db'}",
+       "-q")
+    assert [x["seq"] for x in shown(other) if x["action"] == "write"] == [1, 2, 3, 4]
+    assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
+    assert "OK agent 'bot'" in ok(root, "agent", "audit", "verify", "bot")
+    ok(root, "agent", "move", "bot", "--to", pg_fresh_url, "-q")
+    assert "OK agent 'bot'" in ok(root, "agent", "audit", "verify", "bot")
+    assert [x["seq"] for x in shown(root) if x["action"] == "write"] == [1, 2, 3, 4]
+
+
+def test_a_second_move_there_carries_only_what_came_since(proj: Path, tmp_path: Path) -> None:
+    """Moved there, back, changed, and there again: the destination project's log gets
+    the changes it lacks (not the whole history a second time), and verifies."""
+    other = make_project(tmp_path / "other")
+    there = f"sqlite:{other / '.rotifer' / 'playground.db'}"
+    ok(proj, "agent", "move", "bot", "--to", there, "-q")
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
+       "-q")
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:1]}))
+    ok(proj, "agent", "move", "bot", "--to", there, "-q")
+    here, source = shown(other), shown(proj)
+    assert [(x["action"], x.get("seq")) for x in here if "seq" in x] == \
+        [(x["action"], x.get("seq")) for x in source if "seq" in x]
+    assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")

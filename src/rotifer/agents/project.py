@@ -200,11 +200,22 @@ class Project:
             doc = json.loads((self.agents_dir / f"{agent}.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        recorded = doc.get("memoryUrl") if isinstance(doc, dict) else None
-        if not isinstance(recorded, str) or not recorded or recorded == used:
+        if not isinstance(doc, dict):
             return None
+        recorded = doc.get("memoryUrl")
         how = (f"unset ${ENV_MEMORY_URL}, which names another store"
                if os.environ.get(ENV_MEMORY_URL) else "")
+        if recorded is None:  # made on the project's store: the one it uses unless told
+            try:
+                default = self.config().get("memoryUrl") or None
+            except RotiferError:
+                return None
+            if default == used or not how or not (default is None or isinstance(default, str)):
+                return None
+            return (f"agent '{agent}' keeps its memory in {store_words(default)}, the "
+                    f"project's store (.rotifer/agents/{agent}.json records no other): {how}")
+        if not isinstance(recorded, str) or not recorded or recorded == used:
+            return None
         return (f"agent '{agent}' keeps its memory in {store_words(recorded)} (recorded in "
                 f".rotifer/agents/{agent}.json)" + (f": {how}" if how else ""))
 

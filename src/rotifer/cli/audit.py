@@ -95,9 +95,12 @@ def _open(ctx: click.Context, name: str) -> MemoryStore:
     return store
 
 
-def _open_history(ctx: click.Context, name: str) -> tuple[MemoryStore, bool]:
+def _open_history(ctx: click.Context, name: str, say: bool = True
+                  ) -> tuple[MemoryStore, bool]:
     """:func:`_open` and False, or for an agent that was deleted (no spec, no
-    memory) the project's store and True: its lines are kept in the log."""
+    memory) the project's store and True: its lines are kept in the log.  A
+    memory another project moved into this one's store (no spec here) is
+    opened too, with a hint unless not ``say`` (see :mod:`.guest`)."""
     from rotifer.genes.errors import AgentNotFound
 
     try:
@@ -110,9 +113,22 @@ def _open_history(ctx: click.Context, name: str) -> tuple[MemoryStore, bool]:
     except Exception:
         raise gone from None
     if store.has_agent(name):  # a memory without a spec: not a deleted agent
-        store.close()
-        raise gone
+        from .guest import hint, moved_in
+
+        source = moved_in(store, name)
+        if source is None:
+            store.close()
+            raise gone
+        if say:  # another project moved it here: the history this log holds
+            hint(name, source)
+        return store, False
     return store, True
+
+
+def _has_spec(ctx: click.Context, name: str) -> bool:
+    from rotifer.agents.genome import Agents
+
+    return Agents(common.project_of(ctx)).exists(name)
 
 
 def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
@@ -123,8 +139,13 @@ def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
 
     kept = list(lines)
     if not kept and not any(True for _ in audit_history(store, name, limit=1)):
-        raise AgentNotFound(f"no agent '{name}', and the audit log holds no history of "
-                            "one by that name")
+        from .guest import moved_away
+
+        raise AgentNotFound(
+            f"no agent '{name}' here: another project moved its memory into this "
+            "project's store and out again; that project's log holds its history"
+            if moved_away(store, name) else
+            f"no agent '{name}', and the audit log holds no history of one by that name")
     common.hint(f"agent '{name}' was deleted; this is the history of its memory")
     return kept
 
@@ -152,7 +173,17 @@ def verify_command(ctx: click.Context, name: str, full: bool, quiet: bool) -> No
 
     progress, done = log_progress("verifying", quiet)
     try:
-        with _open(ctx, name) as store:
+        store, deleted = _open_history(ctx, name, say=False)
+        with store:
+            if deleted:  # no spec and no memory: the same refusal as before
+                _open(ctx, name).close()
+            from .guest import moved_in, verify_guest
+
+            source = None if _has_spec(ctx, name) else moved_in(store, name)
+            if source is not None:
+                done()
+                click.echo("OK " + common.said(verify_guest(store, name, source)))
+                return
             report = verify_agent(store, name, progress=progress, full=full)
     finally:
         done()

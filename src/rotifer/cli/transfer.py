@@ -32,6 +32,7 @@ from rotifer.agents.genome import Agents
 from rotifer.agents.project import ENV_MEMORY_URL, Project, require_memory
 from rotifer.genes.errors import RotiferError
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore, parse_size
+from rotifer.memory.audit import AuditLog
 
 if TYPE_CHECKING:
     from rotifer.agents.genome import AgentSpec
@@ -107,10 +108,25 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
             require_memory(source, name)  # before the destination is made
             _not_where_it_is(project, name, url, describe(source))
             with MemoryStore.open(project.dot, url) as destination:
-                _nothing_in_the_way(name, url, destination, describe(source))
-                report = move_agent(source, destination, name, keep_cache=keep_cache,
-                                    quota_bytes=quota_bytes,
-                                    progress=progress_bar("moving", quiet=quiet))
+                in_the_way = _nothing_in_the_way(name, url, destination, describe(source))
+                guest = _destination_project(project, url)
+                if guest is not None:  # what expired goes first (audited), then the history
+                    source.purge_expired(name)
+                mirror = None if guest is None else AuditLog(guest / "audit.jsonl")
+                try:
+                    report = move_agent(
+                        source, destination, name, keep_cache=keep_cache,
+                        quota_bytes=quota_bytes, progress=progress_bar("moving", quiet=quiet),
+                        mirror=mirror, history=_missing_history(source, name, mirror))
+                except AgentMemoryError as exc:
+                    # A copy in the way that is not what an earlier, killed move of
+                    # this very state left (move_agent replaces that one and moves).
+                    if in_the_way is not None and exc.code is ErrorCode.INVALID_INPUT:
+                        raise in_the_way from None
+                    raise
+                finally:
+                    if mirror is not None:
+                        mirror.close()
                 where = describe(destination)
     binding = None if url == _project_default(project) else url
     try:
@@ -130,6 +146,43 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
     lines.append(f"Agent '{name}' now uses " + (
         "the project's memory store" if binding is None else where))
     return lines
+
+
+def _destination_project(project: Project, url: str) -> Path | None:
+    """The ``.rotifer`` folder of the other project whose store ``url`` is (a
+    ``sqlite:`` file in that folder, e.g. its ``playground.db``), or None: its log
+    records a move there too (see :func:`rotifer.memory.transfer.move_agent`)."""
+    if not url.startswith("sqlite:"):
+        return None
+    folder = Path(url[len("sqlite:"):]).parent
+    if folder.name != ".rotifer" or not folder.is_dir() or \
+            folder.resolve() == project.dot.resolve():
+        return None
+    return folder
+
+
+def _missing_history(source: MemoryStore, name: str, log: AuditLog | None
+                     ) -> list[dict[str, Any]]:
+    """The agent's committed lines, oldest first, that the destination project's
+    ``log`` does not hold yet (all of them the first time; after an earlier move
+    there, only what came since; none after a move there that was cut off after
+    writing them), so that its history there reads as in the source's log."""
+    from rotifer.memory.audit.read import LogProblem, scan
+
+    if log is None or log.path is None:
+        return []
+    lines = _history(source, name) or []
+    held: set[tuple[Any, ...]] = set()
+    try:
+        for logged in scan(log.path, name, chain=False):
+            held.add(_identity(logged.line))
+    except LogProblem:
+        pass
+    return [line for line in lines if _identity(line) not in held]
+
+
+def _identity(line: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(line.get(k) for k in ("epoch", "seq", "ts", "action", "key"))
 
 
 def _moved_already(project: Project, url: str, name: str) -> bool:
@@ -155,19 +208,25 @@ def _not_where_it_is(project: Project, name: str, url: str, where: str) -> None:
                           f"agent '{name}' already uses {where}; nothing to move")
 
 
-def _nothing_in_the_way(name: str, url: str, destination: MemoryStore, where: str) -> None:
-    """The destination must not hold a memory for the agent (a move never merges);
-    the refusal says which command removes that one, if it must go."""
+def _nothing_in_the_way(name: str, url: str, destination: MemoryStore, where: str
+                        ) -> AgentMemoryError | None:
+    """The refusal of a memory for the agent in the destination (a move never
+    merges), naming the command that removes it if it must go; None when there
+    is none.  Raised by the caller only once :func:`move_agent` refused it too: a
+    copy exactly as an earlier move of this very state left it (killed after the
+    copy committed, before the source dropped the agent) is replaced and the
+    move goes on.  The same store under another spelling of its URL is refused
+    here, before anything."""
     from rotifer.memory.transfer import describe
 
     if not destination.has_agent(name):
-        return
+        return None
     there = describe(destination)
     if there == where:  # the same store under another spelling of its URL
         raise AgentMemoryError(ErrorCode.INVALID_INPUT,
                           f"agent '{name}' already uses {where}; nothing to move")
     shown_url = url if url.startswith("sqlite:") else "URL"  # never echo a password
-    raise AgentMemoryError(
+    return AgentMemoryError(
         ErrorCode.INVALID_INPUT,
         f"agent '{name}' already has a memory in {there}, and a move never merges; nothing "
         f"was moved. If that memory must go: `rotifer agent delete {name} --store "

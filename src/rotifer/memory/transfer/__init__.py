@@ -27,7 +27,10 @@ both ends): ``export`` on the source; on the destination one ``import_agent``
 line and one ``import`` line per entry (``via`` says ``file`` or ``move``);
 for a move, on the source one ``move`` line, one ``move_out`` line per carried
 entry and one ``move_drop`` line per CACHE entry left behind.  As everywhere,
-the lines are appended before the change commits: no line, no change.
+the lines are appended before the change commits: no line, no change.  A move
+into another project's store also writes to that project's log (``mirror``):
+the agent's history it lacks, the move's lines and the import's, before the
+destination commits; the anchor stays with the source's log.
 
 Choices (documented in docs/backends.md):
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..audit import DEPLOYER
-from ..audit.actions import EXPIRE, MOVE, MOVE_DROP, MOVE_OUT
+from ..audit import DEPLOYER, AuditLog
+from ..audit.actions import EXPIRE, MOVE, MOVE_DROP, MOVE_OUT, ROLLED_BACK
+from ..audit.file import Placed
+from ..audit.index import rows_for
+from ..audit.text import rolled_back_line
+from ..clock import format_time
 from ..engine.changes import Change, settle
 from ..errors import AgentMemoryError, ErrorCode, invalid, storage
 from ..storage.backend import AgentRecord
@@ -28,8 +32,17 @@ from .operations import (
 
 def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                keep_cache: bool = False, quota_bytes: int | None = None,
-               progress: Progress | None = None) -> TransferReport:
+               progress: Progress | None = None, mirror: AuditLog | None = None,
+               history: Iterable[dict[str, Any]] = ()) -> TransferReport:
     """Move ``agent_id``'s memory from ``source`` to ``destination``.
+
+    Both ends' lines go to ``source.audit`` and ``destination.audit`` (one log,
+    when one project runs the move: the anchors are in it).  ``mirror`` is the
+    log of the project whose store ``destination`` is, when that is another
+    project: it gets ``history`` (the agent's earlier lines that it lacks, oldest
+    first), the source's move lines and the destination's import lines, in the
+    destination's transaction before its commit, chained in that log, so that
+    project's log shows and verifies the move (see docs/backends.md).
 
     How it stays all-or-nothing across two databases:
 
@@ -62,6 +75,7 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
         raise invalid(f"agent {agent_id!r} already has a memory in {describe(destination)}; "
                       "nothing was moved (a move or import never merges)")
     there = destination.has_agent(agent_id)
+    rolled: list[dict[str, Any]] = []
     source.purge_expired(agent_id)
     src, dst = describe(source), describe(destination)
     copied = False
@@ -88,6 +102,17 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
             if there:
                 _drop_orphan(destination, agent_id, expected._replace(
                     next_seq=record.next_seq + 1), summary)
+                # That earlier move's lines (change N, never committed: the source
+                # still has N to give) get their rolled_back line now, before this
+                # move's: one appended later, after these, would name this one too.
+                if not _said_rolled_back(source, agent_id, change):
+                    placed: Placed = []
+                    rolled.append(rolled_back_line(
+                        format_time(now), agent_id, change.seq, "its move was cut off after "
+                        "the copy committed; the copy was removed and the move run again",
+                        epoch=change.epoch))
+                    source.audit.write(rolled, placed=placed)
+                    tx.index_lines(rows_for(agent_id, placed))
 
             def lines() -> Iterator[dict[str, Any]]:
                 yield line(now, agent_id, MOVE, nbytes=tally.total, entries=tally.carried,
@@ -108,13 +133,25 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                 yield from expired
 
             audit_in_batches(source, tx, change, lines())
+
+            def mirrored() -> Iterator[dict[str, Any]]:
+                """What the destination project's log gets before the import."""
+                yield from history
+                if there:  # as in the source's log
+                    yield from (dict(x) for x in rolled)
+                for moved_line in lines():  # the move's lines again, numbered as logged
+                    if change.epoch:
+                        moved_line["epoch"] = change.epoch
+                    moved_line["seq"] = change.seq
+                    yield moved_line
+
             copying = Tally(progress)
             checker = ExportChecker(head, quota_bytes=quota_bytes)
             carried = (entry_record(row) for what, row in
                        copying.rows(tx, agent_id, now, keep_cache) if what == "carry")
             moved = fill(destination, checker, carried,
                          lambda: copying.tail(checker.checksum.hexdigest()), f"move:{src}",
-                         "move")
+                         "move", mirror=None if mirror is None else (mirror, mirrored))
             copied = True
             if checker.checksum.hexdigest() != sha256:
                 raise storage(f"moving {agent_id!r}: the entries changed while they were copied")
@@ -130,6 +167,24 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
         if progress is not None:
             progress.finish()
     return report(tally, agent_id, sha256, src, dst)
+
+
+def _said_rolled_back(source: MemoryStore, agent_id: str, change: Change) -> bool:
+    """Does the source's log say already (``audit verify`` ran since) that the last
+    logged change ``change.seq`` of the source's memory was rolled back?"""
+    from ..audit.read import LogProblem, scan
+
+    if source.audit.path is None:
+        return True
+    last = ""
+    try:
+        for logged in scan(source.audit.path, agent_id, chain=False):
+            line = logged.line
+            if line.get("seq") == change.seq and line.get("epoch", "") == change.epoch:
+                last = str(line.get("action"))
+    except LogProblem:
+        return False
+    return last == ROLLED_BACK
 
 
 def _drop_orphan(destination: MemoryStore, agent_id: str, expected: AgentRecord,

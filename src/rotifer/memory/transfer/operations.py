@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from ..audit import DEPLOYER
+from ..audit import DEPLOYER, AuditLog
 from ..audit.actions import EXPORT, IMPORT, IMPORT_AGENT
 from ..audit.file import Placed
 from ..audit.text import audit_line
@@ -67,11 +67,13 @@ def line(now_us: int, agent_id: str, action: str, key: str | None = None,
 
 
 def audit_in_batches(store: MemoryStore, tx: Transaction, change: Change,
-                     lines: Iterable[dict[str, Any]]) -> str:
+                     lines: Iterable[dict[str, Any]], mirror: AuditLog | None = None) -> str:
     """Log a long change's lines in batches, each carrying the change's ``epoch``
     and ``seq``: every batch goes to the backend's own copy (in ``tx``) and the
-    log before the commit, as one change's lines always do.  Returns the last
-    line's hash (the change's anchor)."""
+    log before the commit, as one change's lines always do (and, for a move into
+    another project's store, to that project's log, ``mirror``, as well: see
+    :func:`~.move.move_agent`).  Returns the last line's hash (the change's
+    anchor, in the store's own log)."""
     assert change.agent_id is not None and change.seq is not None
     batch: list[dict[str, Any]] = []
     head = ""
@@ -82,10 +84,25 @@ def audit_in_batches(store: MemoryStore, tx: Transaction, change: Change,
         batch.append(line)
         if len(batch) >= LINES_PER_WRITE:
             head = log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
+            if mirror is not None:
+                mirror.write(batch)
             batch = []
     if batch:
         head = log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
+        if mirror is not None:
+            mirror.write(batch)
     return head
+
+
+def write_in_batches(log: AuditLog, lines: Iterable[dict[str, Any]]) -> None:
+    """Append ``lines`` to ``log`` :data:`LINES_PER_WRITE` at a time (chained)."""
+    batch: list[dict[str, Any]] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= LINES_PER_WRITE:
+            log.write(batch)
+            batch = []
+    log.write(batch)
 
 
 class Tally:
@@ -258,13 +275,18 @@ def verify(tx: Transaction, record: AgentRecord, expected: EntrySet) -> None:
 def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
          tail: Callable[[], Mapping[str, Any]], origin: str, via: str,
          progress: Progress | None = None, doc: Document | None = None,
-         history: list[dict[str, Any]] | None = None) -> AgentRecord:
+         history: list[dict[str, Any]] | None = None,
+         mirror: tuple[AuditLog, Callable[[], Iterable[dict[str, Any]]]] | None = None
+         ) -> AgentRecord:
     """Create the agent and its entries in one transaction, checked as they
     stream in, verified and audited before it commits.  ``tail()`` gives the
     document's closing fields once the entries are exhausted.  ``history``: the
     agent's earlier audit lines (carried by an export into another project's
     log), appended just before the import's own lines -- after every check and
-    the verification, so an import refused on the way leaves none of them."""
+    the verification, so an import refused on the way leaves none of them.
+    ``mirror``: another project's log and the lines it gets before the import's
+    own, which it gets too (a move into that project's store: see
+    :func:`~.move.move_agent`), at the same point."""
     agent_id = checker.agent_id
     # A new memory of the agent: a new epoch, whose numbers continue the old one's.
     change = Change(agent_id, actor=DEPLOYER, epoch=new_epoch())
@@ -298,6 +320,8 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
             verify(tx, record, checker.entries)
             if history:
                 store.audit.write(history)
+            if mirror is not None:
+                write_in_batches(mirror[0], mirror[1]())
             # previousEpoch: the memory whose history this one continues (audit.lineage).
             head = line(now, agent_id, IMPORT_AGENT, nbytes=record.used_bytes,
                         entries=checker.entries.count, sha256=checker.checksum.hexdigest(),
@@ -306,7 +330,8 @@ def fill(store: MemoryStore, checker: ExportChecker, entries: Iterable[Any],
             lines = (line(now, agent_id, IMPORT, r.key, r.category, r.size,
                           createdBy=r.created_by, via=via) for r in tx.iter_newest(agent_id))
             # before the commit, as every change; then its anchor
-            anchor = audit_in_batches(store, tx, change, _chain([head], lines))
+            anchor = audit_in_batches(store, tx, change, _chain([head], lines),
+                                      None if mirror is None else mirror[0])
             tx.update_agent(agent_id, record.used_bytes, record.next_seq, record.last_us, anchor)
     except BaseException as exc:
         settle(store.backend, store.audit, store.clock, change, exc)

@@ -1,0 +1,109 @@
+"""``agent audit show | verify`` of an agent another project moved into this one's store.
+
+``rotifer agent move NAME --to sqlite:OTHER/.rotifer/playground.db`` run in a
+project P puts NAME's memory in project OTHER's store.  The agent stays P's: its
+spec and binding are there, and every later change of its memory is logged in
+P's log, which also holds the move at both ends and the anchor the store
+commits.  OTHER's own log records the move too (the agent's history up to the
+move, the move and the import, chained in OTHER's log: see
+:func:`rotifer.memory.transfer.move_agent`), so that ``audit show`` and ``audit
+verify`` run in OTHER, which has no spec of the agent, read it there:
+
+* ``show`` prints the history OTHER's log holds, with a hint saying whose agent
+  it is;
+* ``verify`` checks OTHER's hash chain and replays the history against the
+  store while the store's last change is the move (the anchor is the one in P's
+  log: it is not checked here, and the summary says so); once P has changed the
+  memory again, the changes since are in P's log only, and ``verify`` checks
+  OTHER's chain and says where the rest is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rotifer.genes.errors import RotiferError
+
+from . import common
+
+if TYPE_CHECKING:
+    from rotifer.memory.store import MemoryStore
+
+
+def moved_in(store: MemoryStore, name: str) -> str | None:
+    """The store ``name``'s memory in ``store`` was moved from by another project
+    (the ``source`` of the ``import_agent`` line of its current memory in this
+    project's log), or None when it was not moved in."""
+    from rotifer.memory.audit.read import LogProblem, scan
+
+    path = store.audit.path
+    with store.backend.read() as tx:
+        record = tx.get_agent(name)
+    if record is None or path is None or not record.epoch:
+        return None
+    try:
+        for logged in scan(path, name, chain=False, only=b'"import_agent"'):
+            line = logged.line
+            if line.get("epoch") == record.epoch and line.get("via") == "move":
+                return str(line.get("source", "another store")).removeprefix("move:")
+    except LogProblem:
+        return None
+    return None
+
+
+def moved_away(store: MemoryStore, name: str) -> bool:
+    """Does this project's log hold a move of ``name`` into its store (by another
+    project: the agent has no spec here), which has no memory of it now?"""
+    from rotifer.memory.audit.read import LogProblem, scan
+
+    path = store.audit.path
+    if path is None or store.has_agent(name):
+        return False
+    try:
+        return any(logged.line.get("via") == "move"
+                   for logged in scan(path, name, chain=False, only=b'"import_agent"'))
+    except LogProblem:
+        return False
+
+
+def hint(name: str, source: str) -> None:
+    common.hint(f"agent '{name}' has no spec in this project: its memory was moved here "
+                f"from {source} by the project that keeps its spec, whose log holds its "
+                "changes since; this is the history this project's log holds")
+
+
+def verify_guest(store: MemoryStore, name: str, source: str) -> str:
+    """``audit verify`` of a memory moved in (see the module doc); the summary,
+    or RotiferError AUDIT_MISMATCH."""
+    from rotifer.memory.audit.read import LogProblem, Scan, scan
+    from rotifer.memory.audit.verify import verify_agent
+
+    path = store.audit.path
+    assert path is not None
+    with store.backend.read() as tx:
+        record = tx.get_agent(name)
+    assert record is not None
+    last = record.next_seq - 1
+    here = -1
+    stats = Scan()
+    try:
+        for logged in scan(path, name, stats):  # the chain, over the whole log
+            if logged.line.get("epoch") == record.epoch and \
+                    isinstance(logged.line.get("seq"), int):
+                here = max(here, int(logged.line["seq"]))
+    except LogProblem as exc:
+        raise RotiferError(str(exc), code="AUDIT_MISMATCH") from None
+    there = f"`rotifer agent audit verify {name}` in the project that keeps its spec"
+    if here < last:
+        later = f"change {last}" if here + 1 == last else f"changes {here + 1} to {last}"
+        return (f"agent {name!r}: this log holds its history up to change {here}, its move "
+                f"here from {source}; {later} {'is' if here + 1 == last else 'are'} in the "
+                f"log of the project that keeps its spec, checked by {there}; hash chain "
+                f"intact over {common.plural(stats.lines, 'line')}")
+    report = verify_agent(store, name, repair=False, anchor=False)
+    if not report.ok:
+        raise RotiferError(report.message, code="AUDIT_MISMATCH")
+    return (f"{report.message}; it was moved here from {source}: its anchor is in the log "
+            f"of the project that keeps its spec, checked by {there}")
+
+__all__ = ["hint", "moved_away", "moved_in", "verify_guest"]
