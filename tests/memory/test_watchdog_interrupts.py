@@ -44,16 +44,16 @@ def alarm_raises() -> Iterator[None]:
     signal.signal(signal.SIGALRM, previous)
 
 
-def _free_for_another_thread(dog: Watchdog) -> bool:
-    """Whether a thread other than this one can take the watchdog's lock (an
-    RLock taken by this thread would let this thread in again and prove nothing)."""
+def _free_for_another_thread(lock: threading.Condition) -> bool:
+    """Whether a thread other than this one can take ``lock`` (an RLock taken by
+    this thread would let this thread in again and prove nothing)."""
     got: list[bool] = []
 
     def take() -> None:
-        ok = dog._cond.acquire(timeout=10)  # a free lock is taken at once
+        ok = lock.acquire(timeout=10)  # a free lock is taken at once
         got.append(ok)
         if ok:
-            dog._cond.release()
+            lock.release()
 
     thread = threading.Thread(target=take)
     thread.start()
@@ -85,7 +85,7 @@ def test_a_signal_at_every_point_of_a_call_leaves_the_lock_free(call: str, sig: 
         if seen >= step:  # it landed (a call may take fewer points than the first one)
             assert raised, f"{call}: the signal at point {step} was lost"
             interrupted += 1
-        assert _free_for_another_thread(dog), f"{call}: lock kept after a signal at point {step}"
+        assert _free_for_another_thread(dog._cond), f"{call}: lock kept after a signal at point {step}"
         assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)] \
             == handlers, f"{call}: a handler was left swapped after a signal at point {step}"
     assert interrupted > 3  # and every one came out: deferred, never dropped
@@ -96,21 +96,6 @@ def test_a_signal_at_every_point_of_a_call_leaves_the_lock_free(call: str, sig: 
 def _deferred(landed: list[object]) -> bool:
     """Whether the signal landed inside a deferral (its handler only recorded it)."""
     return any(isinstance(getattr(h, "__self__", None), signals_deferred) for h in landed)
-
-
-def _pool_lock_free(pool: Connections) -> bool:
-    got: list[bool] = []
-
-    def take() -> None:
-        ok = pool._cond.acquire(timeout=10)  # a free lock is taken at once
-        got.append(ok)
-        if ok:
-            pool._cond.release()
-
-    thread = threading.Thread(target=take)
-    thread.start()
-    thread.join()
-    return got == [True]
 
 
 @pytest.mark.usefixtures("alarm_raises")
@@ -140,7 +125,7 @@ def test_a_signal_at_every_point_of_a_pool_call_leaves_its_lock_free(
                 if raised and not conn.closed and all(c is not conn for c, _ in pool._idle):
                     assert not _deferred(landed), f"{call}: half done after point {step}"
                     pool.give_back(conn)  # raised before the call began: the caller still has it
-            assert _pool_lock_free(pool), f"{call}: lock kept after a signal at point {step}"
+            assert _free_for_another_thread(pool._cond), f"{call}: lock kept after a signal at point {step}"
             assert pool._open_count == len(pool._idle), \
                 f"{call}: a connection left the pool for nobody after a signal at point {step}"
             if not raised:
@@ -166,7 +151,7 @@ def test_ctrl_c_still_ends_a_wait_for_a_free_connection(pg_url: str) -> None:
             pool.take(time.monotonic() + 600)
         assert time.monotonic() - started < 300  # not the 600 s bound
         timer.join()
-        assert _pool_lock_free(pool)
+        assert _free_for_another_thread(pool._cond)
         pool.give_back(held)
         assert pool._open_count == len(pool._idle) == 1
     finally:
