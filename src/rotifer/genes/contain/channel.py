@@ -18,15 +18,16 @@ import contextlib
 import json
 import os
 import select
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from rotifer.genes.errors import GeneFailed, GeneUnavailable, rejection_of
+from rotifer.genes.errors import GeneFailed, rejection_of
 from rotifer.memory.signals import signals_deferred
 
+from .child import Child as Child  # the handle python_host types its children with
+from .child import Spawn, popen
 from .jsonline import decode
 from .protocol import LOG, MAX_NESTING, RESULT, Shape, described, too_deep, well_formed_error
 from .sandbox import MAX_OUTPUT_BYTES as MAX_OUTPUT_BYTES  # where the limits are
@@ -45,79 +46,6 @@ _ENCODE = json.JSONEncoder(allow_nan=False).encode
 #: their encoding (the child writes UTF-8): 4.5 -> 3.0 us a message; the C
 #: scanner called at once (contain/jsonline.py) cuts more.
 _DECODE = decode
-
-
-class Child(Protocol):
-    """The child at the other end: a process this one started
-    (:class:`Started`), or one the Python fork server forked for it
-    (:class:`rotifer.genes.contain.forkserver.ServedChild`)."""
-
-    @property
-    def pid(self) -> int: ...
-
-    def wait(self, timeout: float | None = None, status: bool = True) -> int | None:
-        """Its exit status once it has ended (negative: a signal; None: unknown,
-        or not asked for: ``status`` False); ``subprocess.TimeoutExpired`` when
-        it has not within ``timeout``."""
-
-    def kill(self) -> None:
-        """SIGKILL its process group: the child and whatever it started."""
-
-    def release(self) -> None:
-        """The run is over (after :meth:`kill` and :meth:`wait`)."""
-
-
-#: Starts the child given (its input pipe, its message pipe, its output pipe).
-Spawn = Callable[[int, int, int], Child]
-
-
-class Started:
-    """A child started here with ``subprocess.Popen``, leader of its own session."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def wait(self, timeout: float | None = None, status: bool = True) -> int | None:
-        return self.proc.wait(timeout)
-
-    def kill(self) -> None:
-        """The group's id is the child's pid, which POSIX does not hand to another
-        process while the group has members (and this process has not reaped
-        the child); once it has none, this finds nothing (ESRCH) and does nothing."""
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-
-    def release(self) -> None:
-        pass
-
-
-def popen(argv: Sequence[str], *, name: str, what: str, cwd: str,
-          env: dict[str, str] | None, preexec: Callable[[], None] | None,
-          keep_stdout: bool) -> Spawn:
-    """Start ``argv`` (the two message descriptors' numbers appended) in a
-    session of its own, confined by ``preexec`` between fork and exec."""
-
-    def spawn(to_child_r: int, from_child_w: int, err_w: int) -> Child:
-        try:
-            return Started(subprocess.Popen(
-                [*argv, str(to_child_r), str(from_child_w)],
-                stdin=subprocess.DEVNULL,
-                stdout=err_w if keep_stdout else subprocess.DEVNULL, stderr=err_w,
-                pass_fds=(to_child_r, from_child_w), cwd=cwd, env=env,
-                start_new_session=True, preexec_fn=preexec,
-            ))
-        except (OSError, subprocess.SubprocessError) as exc:
-            if preexec is not None and isinstance(exc, subprocess.SubprocessError):
-                raise GeneUnavailable(f"gene '{name}': the {what} process could not be "
-                                      "confined; run `rotifer doctor` to see what this "
-                                      "machine can enforce") from None
-            raise GeneUnavailable(f"cannot start {what} ({argv[0]}): {exc}") from None
-
-    return spawn
 
 
 class Channel:
