@@ -1,10 +1,14 @@
-"""A real project for the console tests, and a real uvicorn serving the console on loopback.
+"""A real project for the console tests, and the console serving it.
 
 :func:`make_project` builds a project with one gene and agents whose memory
 holds entries of every kind the pages mark.  :class:`Served` runs the console
 app (with chosen protections, so a test can switch one off to show its attack
 works without it) in a real uvicorn server in a thread, on 127.0.0.1 and a free
 port; :func:`request` sends raw HTTP with whatever headers an attacker would.
+The security, concurrency and browser tests use it: sockets, ports and
+concurrent requests are their point.  :class:`InProcess` is the same interface
+through Starlette's ``TestClient`` (no server, no socket), for the tests of
+what the pages say and do.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from starlette.testclient import TestClient
 
 from rotifer.agents.build import wrap_gene
 from rotifer.agents.genome import Agents
@@ -189,3 +194,53 @@ def request(port: int, method: str, path: str, headers: dict[str, Any],
                         resp.read().decode("utf-8", "replace"))
     finally:
         conn.close()
+
+
+@dataclass
+class InProcess(Served):
+    """:class:`Served`'s interface through Starlette's ``TestClient``: the same
+    app, sessions and headers, requests handled in this process without a
+    server (as Starlette's own tests do)."""
+
+    def __post_init__(self) -> None:
+        self.port = free_port()  # only named: the Host allowlist expects it
+        self.host = f"127.0.0.1:{self.port}"
+        self.now = [0.0]
+        self.sessions = Sessions(clock=lambda: self.now[0])
+        self.first_token = self.sessions.token
+        app = create_app(self.project, port=self.port, sessions=self.sessions,
+                         protections=self.protections)
+        self.client = TestClient(app, base_url=f"http://{self.host}", follow_redirects=False,
+                                 raise_server_exceptions=False)
+        self.client.__enter__()  # runs the app's lifespan, as uvicorn does
+        self.session = self.sign_in()
+
+    def sign_in(self) -> Session:
+        if not self.protections.token:
+            return next(iter(self.sessions._sessions.values()))
+        resp = self._send("GET", f"/?token={self.sessions.token}", {"Host": self.host})
+        assert resp.status == 303, resp
+        value = resp.headers["set-cookie"].split(";")[0].split("=", 1)[1]
+        session = self.sessions.find(value)
+        assert session is not None
+        return session
+
+    def stop(self) -> None:
+        self.client.__exit__(None, None, None)
+
+    def _send(self, method: str, path: str, headers: dict[str, Any],
+              body: str | None = None) -> Response:
+        self.client.cookies.clear()  # only the headers a test sends, as request() does
+        resp = self.client.request(method, path, headers=headers,
+                                   content=body.encode() if body is not None else None)
+        return Response(resp.status_code, {k.lower(): v for k, v in resp.headers.items()},
+                        resp.text)
+
+    def get(self, path: str, **headers: str) -> Response:
+        return self._send("GET", self.at(path), {"Host": self.host, "Cookie": self.cookie,
+                                                 **headers})
+
+    def post(self, path: str, body: str, **headers: str) -> Response:
+        return self._send("POST", self.at(path), {
+            "Host": self.host, "Cookie": self.cookie, "Origin": self.origin,
+            "Content-Type": "application/x-www-form-urlencoded", **headers}, body)
