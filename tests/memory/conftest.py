@@ -23,7 +23,6 @@ from typing import Any
 import psycopg
 import pytest
 
-import tests.pg_plugin
 from rotifer.memory import DEFAULT_QUOTA_BYTES, ManualClock, MemoryStore
 from tests.pg_plugin import (
     ALL_BACKENDS,
@@ -40,17 +39,6 @@ from tests.pg_plugin import (
 
 __all__ = ["ALL_BACKENDS", "BACKENDS", "PgBouncer", "PgServer", "SchemaMaker", "StoreFactory",
            "find_pg_bindir", "find_pgbouncer", "with_rotifer_schema", "with_search_path"]
-
-
-def __getattr__(name: str) -> Any:
-    """``from tests.memory.conftest import pg_url`` (the fixtures' old home) still
-    works.  Looked up lazily, so pytest does not register a second copy of the
-    plugin's session fixtures here (each copy would start its own server)."""
-    if not name.startswith("__"):
-        value = getattr(tests.pg_plugin, name, None)
-        if value is not None:
-            return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @pytest.fixture
