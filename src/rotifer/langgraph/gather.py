@@ -1,4 +1,4 @@
-"""Concurrent ``abatch`` calls gathered per event-loop tick (issue 32).
+"""Concurrent ``abatch`` calls gathered per event-loop tick.
 
 Every ``aget``/``aput``/``asearch``/... of LangGraph's ``BaseStore`` ends in
 ``abatch``.  The first call of a tick starts a list for its loop and asks the

@@ -1,5 +1,5 @@
 """Semantic search: the index configuration, the texts a put embeds, and the
-ranking of ``search(query=...)`` (issue 32).
+ranking of ``search(query=...)``.
 
 The configuration is LangGraph's ``IndexConfig`` (``embed``: an ``Embeddings``
 object, a sync or async function, or a provider string LangGraph's

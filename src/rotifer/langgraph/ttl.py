@@ -1,5 +1,4 @@
-"""LangGraph's ``ttl`` mapped onto rotifer's retention where it means the same
-(issue 32).
+"""LangGraph's ``ttl`` mapped onto rotifer's retention where it means the same.
 
 LangGraph's ttl is minutes from the last write, extended by reads when
 ``refresh_on_read`` (its default); rotifer's retention is whole days from the

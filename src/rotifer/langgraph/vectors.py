@@ -1,4 +1,4 @@
-"""Semantic search's vectors as memory entries (issue 32).
+"""Semantic search's vectors as memory entries.
 
 An item put with an index configured gets one more entry beside it: the
 *vector entry*, under the vector root (``langgraph/`` -> ``langgraph.vectors/``,

@@ -1,6 +1,6 @@
 """A gene's private view of the machine: a root of its own holding only the
 paths it may read, its own IPC, and an empty network where it sees ``/proc``
-(a Node gene) -- issue 30, finding 13.
+(a Node gene).
 
 Landlock decides which files a process may *open*; it does not govern
 ``stat`` (a gene learned the store's size and times), nor what ``/proc``

@@ -1,4 +1,4 @@
-"""The distinct "folders" under a key prefix, one entry each (issue 32).
+"""The distinct "folders" under a key prefix, one entry each.
 
 A folder is a key up to and including its last ``/`` (``a/b/`` for ``a/b/k``;
 ``""`` for a key without one).  The LangGraph store keeps an item's namespace

@@ -1,4 +1,4 @@
-"""Many reads, or many changes, of one gene in one go (issue 32).
+"""Many reads, or many changes, of one gene in one go.
 
 An integration that gathers many calls (the LangGraph store's ``abatch``)
 would pay one statement per read and one transaction per change -- on

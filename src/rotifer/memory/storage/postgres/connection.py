@@ -111,7 +111,7 @@ class Connections:
         # Re-entrant: an interrupt (Ctrl-C, a gene's deadline) raised just after
         # the lock was taken, before ``with`` could protect it, leaves it held;
         # with a plain Lock the same thread's next call deadlocked (found by the
-        # interruption tests of issue 15).
+        # interruption tests).
         self._cond = threading.Condition(threading.RLock())
         self._idle: list[tuple[Connection, float]] = []  # (connection, idle since)
         self._open_count = 0  # idle + in use, for the cap

@@ -157,7 +157,7 @@ class Settings:
 
     def local_settings_sql(self) -> str:
         """:meth:`settings_statements` for one transaction as ONE statement:
-        ``set_config(name, value, true)`` is ``SET LOCAL`` (issue 33: behind a
+        ``set_config(name, value, true)`` is ``SET LOCAL`` (behind a
         transaction-mode pooler they travel with every ``BEGIN``, and psycopg's
         work is per statement)."""
         parts = [("statement_timeout", str(self.statement_timeout_ms))]

@@ -22,7 +22,7 @@ of them).  So a transaction here sends as little as it can on its own:
   Queued writes to distinct tables travel as **one statement**
   (:func:`folded`: ``WITH w0 AS (upsert), w1 AS (audit row), ... UPDATE
   counters``), so a write's second round trip is that statement and
-  ``COMMIT``: psycopg's work is per statement (issue 33).
+  ``COMMIT``: psycopg's work is per statement.
   Only a transaction that holds the agent's row lock defers (then the counter
   update cannot miss its row), and a long-running one (a move, an import)
   never does: its statements go out one by one, each bounded.

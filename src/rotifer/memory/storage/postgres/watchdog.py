@@ -15,7 +15,7 @@ One thread per process watches every connection in use, sleeping until the
 earliest deadline; arming and disarming cost a lock and a dict operation.
 Arming wakes the thread only when the new deadline comes before the one it
 sleeps until: a call's deadline is almost always later than the last one's,
-so a call costs no thread switch (issue 33).
+so a call costs no thread switch.
 """
 
 from __future__ import annotations
