@@ -73,11 +73,13 @@ class Result:
 
 
 def format_seconds(seconds: float) -> str:
-    if seconds >= 1.0:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} µs"
+    """Three significant digits in the unit the rounded figure fits (999.96 µs
+    rounds to 1000: it is shown as 1 ms, never as "1e+03 µs")."""
+    for scale, unit in ((1e-6, "µs"), (1e-3, "ms")):
+        shown = f"{seconds / scale:.3g}"
+        if "e" not in shown and float(shown) < 1000:
+            return f"{shown} {unit}"
+    return f"{seconds:.2f} s"
 
 
 def render(results: Iterable[Result]) -> str:

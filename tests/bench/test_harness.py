@@ -10,7 +10,7 @@ import pytest
 
 from bench import cli, memory, report, wasm
 from bench.__main__ import main
-from bench.report import BEGIN, END, Result
+from bench.report import BEGIN, END, Result, format_seconds
 from bench.timing import TINY, Settings, compare
 
 
@@ -284,3 +284,14 @@ def test_the_prefix_table(tmp_path: Path) -> None:
     assert all(r.target == 1.0 and r.paired is not None for r in judged)
     assert len(results) == (5 if peer.available() else 2)
     check_table(report.render(results), len(results))
+
+
+@pytest.mark.parametrize("seconds", [0.0009996, 0.9999996, 0.00099999, 1e-7, 0.5, 2.0, 999.9e-6])
+def test_format_seconds_never_shows_an_exponent(seconds: float) -> None:
+    """A time that rounds up to the next unit is shown in that unit (a latency
+    of 999.7 µs printed "1e+03 µs", which the tables' readers cannot parse)."""
+    shown = format_seconds(seconds)
+    assert re.fullmatch(r"[0-9.]+ (µs|ms|s)", shown), shown
+    number, unit = shown.split()
+    scale = {"µs": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
+    assert abs(float(number) * scale - seconds) <= 0.0051 * max(seconds, 1e-6)
