@@ -3,10 +3,11 @@ LangGraph, and the adapter uses no layer but memory/."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.layering import rotifer_imports
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "rotifer" / "langgraph"
 
@@ -22,12 +23,5 @@ def test_rotifer_itself_never_imports_langgraph() -> None:
 
 
 def test_the_adapter_uses_only_memory() -> None:
-    used: set[str] = set()
-    for path in PACKAGE.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                used.add(node.module)
-            elif isinstance(node, ast.Import):
-                used.update(alias.name for alias in node.names)
-    ours = {name for name in used if name.startswith("rotifer")}
+    ours = rotifer_imports(PACKAGE)
     assert ours and all(name.startswith("rotifer.memory") for name in ours), ours

@@ -3,10 +3,11 @@ command imports it only when it runs, and the room never reaches into cli/."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.layering import rotifer_imports
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "rotifer" / "mcp"
 
@@ -26,13 +27,6 @@ def test_rotifer_and_its_help_never_import_the_sdk() -> None:
 
 
 def test_the_room_uses_memory_genes_and_agents_but_not_the_cli() -> None:
-    used: set[str] = set()
-    for path in PACKAGE.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                used.add(node.module)
-            elif isinstance(node, ast.Import):
-                used.update(alias.name for alias in node.names)
-    ours = {name for name in used if name.startswith("rotifer")}
+    ours = rotifer_imports(PACKAGE)
     assert ours
     assert all(name.split(".")[1] in ("memory", "genes", "agents") for name in ours), ours
