@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from rotifer.agents.build import wrap_gene
@@ -112,8 +113,12 @@ class Served:
         self.now = [0.0]
         self.sessions = Sessions(clock=lambda: self.now[0])
         self.first_token = self.sessions.token
-        app = create_app(self.project, port=self.port, sessions=self.sessions,
-                         protections=self.protections)
+        self._serve(create_app(self.project, port=self.port, sessions=self.sessions,
+                               protections=self.protections))
+        self.session = self.sign_in()
+
+    def _serve(self, app: Starlette) -> None:
+        """Start serving ``app``: a real uvicorn in a thread, on :attr:`port`."""
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                 access_log=False, lifespan="on")
         self.server = uvicorn.Server(config)
@@ -124,14 +129,18 @@ class Served:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.02)
-        self.session = self.sign_in()
+
+    def _send(self, method: str, path: str, headers: dict[str, Any],
+              body: str | None = None) -> Response:
+        """One request, with exactly these headers (by real HTTP here)."""
+        return request(self.port, method, path, headers, body)
 
     def sign_in(self) -> Session:
-        """Sign in as a browser does (the current token, by real HTTP); the session."""
+        """Sign in as a browser does (the current token); the session."""
         if not self.protections.token:
             anyone = next(iter(self.sessions._sessions.values()))
             return anyone
-        resp = request(self.port, "GET", f"/?token={self.sessions.token}", {"Host": self.host})
+        resp = self._send("GET", f"/?token={self.sessions.token}", {"Host": self.host})
         assert resp.status == 303, resp
         value = resp.headers["set-cookie"].split(";")[0].split("=", 1)[1]
         session = self.sessions.find(value)
@@ -160,11 +169,11 @@ class Served:
             else path
 
     def get(self, path: str, **headers: str) -> Response:
-        return request(self.port, "GET", self.at(path), {"Host": self.host,
-                                                         "Cookie": self.cookie, **headers})
+        return self._send("GET", self.at(path), {"Host": self.host, "Cookie": self.cookie,
+                                                 **headers})
 
     def post(self, path: str, body: str, **headers: str) -> Response:
-        return request(self.port, "POST", self.at(path), {
+        return self._send("POST", self.at(path), {
             "Host": self.host, "Cookie": self.cookie, "Origin": self.origin,
             "Content-Type": "application/x-www-form-urlencoded", **headers}, body)
 
@@ -200,30 +209,13 @@ def request(port: int, method: str, path: str, headers: dict[str, Any],
 class InProcess(Served):
     """:class:`Served`'s interface through Starlette's ``TestClient``: the same
     app, sessions and headers, requests handled in this process without a
-    server (as Starlette's own tests do)."""
+    server (as Starlette's own tests do); :attr:`port` is only named, for the
+    Host allowlist."""
 
-    def __post_init__(self) -> None:
-        self.port = free_port()  # only named: the Host allowlist expects it
-        self.host = f"127.0.0.1:{self.port}"
-        self.now = [0.0]
-        self.sessions = Sessions(clock=lambda: self.now[0])
-        self.first_token = self.sessions.token
-        app = create_app(self.project, port=self.port, sessions=self.sessions,
-                         protections=self.protections)
+    def _serve(self, app: Starlette) -> None:
         self.client = TestClient(app, base_url=f"http://{self.host}", follow_redirects=False,
                                  raise_server_exceptions=False)
         self.client.__enter__()  # runs the app's lifespan, as uvicorn does
-        self.session = self.sign_in()
-
-    def sign_in(self) -> Session:
-        if not self.protections.token:
-            return next(iter(self.sessions._sessions.values()))
-        resp = self._send("GET", f"/?token={self.sessions.token}", {"Host": self.host})
-        assert resp.status == 303, resp
-        value = resp.headers["set-cookie"].split(";")[0].split("=", 1)[1]
-        session = self.sessions.find(value)
-        assert session is not None
-        return session
 
     def stop(self) -> None:
         self.client.__exit__(None, None, None)
@@ -235,12 +227,3 @@ class InProcess(Served):
                                    content=body.encode() if body is not None else None)
         return Response(resp.status_code, {k.lower(): v for k, v in resp.headers.items()},
                         resp.text)
-
-    def get(self, path: str, **headers: str) -> Response:
-        return self._send("GET", self.at(path), {"Host": self.host, "Cookie": self.cookie,
-                                                 **headers})
-
-    def post(self, path: str, body: str, **headers: str) -> Response:
-        return self._send("POST", self.at(path), {
-            "Host": self.host, "Cookie": self.cookie, "Origin": self.origin,
-            "Content-Type": "application/x-www-form-urlencoded", **headers}, body)

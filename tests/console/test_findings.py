@@ -22,14 +22,6 @@ from rotifer.memory.storage.backend import AgentRecord
 from tests.console.helpers import HOSTILE_KEY, SECRET_VALUE, InProcess, Served, make_project
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
-    url = request.getfixturevalue("pg_fresh_url") if request.param == "postgres" else None
-    s = InProcess(make_project(tmp_path / "proj", url))
-    yield s
-    s.stop()
-
-
 @pytest.fixture
 def lite(tmp_path: Path) -> Iterator[Served]:
     s = InProcess(make_project(tmp_path / "proj"))

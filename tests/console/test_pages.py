@@ -7,7 +7,6 @@ import json
 import os
 import re
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,17 +16,9 @@ from rotifer.console import chart
 from rotifer.console.app import key_ref
 from rotifer.memory import Category
 from tests.audit_reading import audit_lines
-from tests.console.helpers import InProcess, Served, fill_history, make_project
+from tests.console.helpers import Served, fill_history
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
-    url = request.getfixturevalue("pg_fresh_url") if request.param == "postgres" else None
-    s = InProcess(make_project(tmp_path / "proj", url))
-    yield s
-    s.stop()
 
 
 def row_of(page: str, key: str) -> str:
