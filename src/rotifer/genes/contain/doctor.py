@@ -118,11 +118,19 @@ def _probe() -> dict[str, Any] | str:
     done = _confined([sys.executable, "-S", "-E", "-c", _PROBE], python_read_paths())
     if isinstance(done, str):
         return done
+    return _report(done, f"the confined probe failed: {done.stderr.strip()[-300:]}",
+                   "the confined probe said nothing")
+
+
+def _report(done: subprocess.CompletedProcess[str], broken: str, other: str
+            ) -> dict[str, Any] | str:
+    """A probe's JSON report; ``broken`` when its output is not JSON, ``other``
+    when it is JSON but no object."""
     try:
         found = json.loads(done.stdout)
     except ValueError:
-        return f"the confined probe failed: {done.stderr.strip()[-300:]}"
-    return found if isinstance(found, dict) else "the confined probe said nothing"
+        return broken
+    return found if isinstance(found, dict) else other
 
 
 #: What a confined Node child sees of the machine through ``/proc/self``.
@@ -144,11 +152,8 @@ def _node() -> dict[str, Any] | str | None:
                      [prefix, "/proc/self", "/sys/fs/cgroup", "/etc/ssl"])  # as the bridge
     if isinstance(done, str):
         return done
-    try:
-        found = json.loads(done.stdout)
-    except ValueError:
-        return f"node failed confined: {done.stderr[-300:]}"
-    return found if isinstance(found, dict) else f"node failed confined: {done.stdout[-300:]}"
+    return _report(done, f"node failed confined: {done.stderr[-300:]}",
+                   f"node failed confined: {done.stdout[-300:]}")
 
 
 def _held(probe: dict[str, Any]) -> str:
