@@ -88,7 +88,7 @@ def test_a_gene_user_that_cannot_be_is_refused(tmp_path: Path, spec: str) -> Non
     root = init_project(tmp_path / "proj")
     add_gene(root, "g", "def express(input, ctx):\n    return input\n")
     line = last_line(refused_process(root, "GENE_UNAVAILABLE", "run", "g", "--input", "1",
-                             env={"ROTIFER_GENE_USER": spec}))
+                                     env={"ROTIFER_GENE_USER": spec}))
     assert f"ROTIFER_GENE_USER='{spec}'" in line, line
     assert ok_process(root, "run", "g", "--input", "1",
-              env={"ROTIFER_GENE_USER": "nobody"}) == "1\n"
+                      env={"ROTIFER_GENE_USER": "nobody"}) == "1\n"

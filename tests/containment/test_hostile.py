@@ -208,7 +208,7 @@ def project(tmp_path: Path, kind: str, trust: bool) -> tuple[Path, dict[str, str
     wrap(root, "secret")
     wrap(root, "thief")
     ok_process(root, "agent", "create", "a", "--genes", "secret,thief", "--composition", "seq",
-       *(["--trust", "thief"] if trust else []), env=env)
+               *(["--trust", "thief"] if trust else []), env=env)
     telemetry = root / ".rotifer" / "telemetry.jsonl"
     if not telemetry.exists():  # written after a run: make sure there is one to attack
         telemetry.write_text("{}\n")
@@ -312,7 +312,7 @@ def test_a_forged_bridge_request_acts_as_the_gene_that_sent_it(tmp_path: Path) -
     assert "aHVudGVyMg" not in json.dumps(out)  # base64 of the secret value
     value["named"] = True
     line = last_line(refused_process(root, "GENE_FAILED", "agent", "run", "a", "--input",
-                             json.dumps(value)))
+                                     json.dumps(value)))
     assert "gene 'forger' broke the bridge protocol" in line, line
     ok_process(root, "agent", "audit", "verify", "a")
 
@@ -346,7 +346,7 @@ def test_a_kernel_without_landlock_refuses_with_a_way_out(tmp_path: Path) -> Non
     wrap(root, "g")
     no_landlock = {"ROTIFER_PRETEND_NO_LANDLOCK": "1"}
     line = last_line(refused_process(root, "GENE_UNAVAILABLE", "run", "g", "--input", "1",
-                             env=no_landlock))
+                                     env=no_landlock))
     assert "no Landlock" in line and "--trust g" in line, line
     done = run_process(root, "run", "--trust", "g", "--input", "1", env=no_landlock)
     assert done.returncode == 0 and done.stdout == "1\n", done

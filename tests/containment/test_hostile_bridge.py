@@ -122,7 +122,7 @@ def test_a_gene_interrupting_itself_does_not_interrupt_rotifer(tmp_path: Path) -
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert json.loads(done.stdout) == "fallback ran"
     ok_process(root, "agent", "create", "t", "--genes", "selfish,fallback", "--composition", "try",
-       "--trust", "selfish")
+               "--trust", "selfish")
     trusted = run_process(root, "agent", "run", "t", "--input", "0")
     assert trusted.returncode == 130, (trusted.returncode, trusted.stderr[-2000:])
 
@@ -188,4 +188,4 @@ def test_an_agent_may_pass_on_more_output(tmp_path: Path) -> None:
     assert 3 << 20 < len(done.stderr.encode()) < (4 << 20) + (64 << 10)  # with "[loud] "s
     assert done.stderr.count("bytes of output dropped") == 1
     refused_process(root, "INVALID_AGENT", "agent", "create", "b", "--genes", "loud",
-            "--gene-output", "0")
+                    "--gene-output", "0")

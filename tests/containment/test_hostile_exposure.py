@@ -67,7 +67,7 @@ def test_a_project_inside_the_python_prefix_is_refused(
     value = json.dumps(str(root))
     # agent create loads the gene as its run would: refused there already.
     line = last_line(refused_process(root, "GENE_UNAVAILABLE", "agent", "create", "a", "--genes",
-                             "reader"))
+                                     "reader"))
     assert f"the project ({root.resolve()}) lies under" in line, line
     assert json.loads(ok_process(root, "agent", "run", "t", "--input", value)) == SECRET[:15]
     monkeypatch.setattr(python_host, "refuse_exposed", lambda *args: None)
@@ -86,13 +86,13 @@ def test_a_project_inside_the_node_modules_folder_is_refused(tmp_path: Path) -> 
     root = make(modules, NODE_READER, "index.js")
     value = json.dumps(str(root))
     line = last_line(refused_process(root, "GENE_UNAVAILABLE", "agent", "create", "a", "--genes",
-                             "reader", env=env))
+                                     "reader", env=env))
     assert f"lies under {modules.resolve()}" in line, line
     assert json.loads(ok_process(root, "agent", "run", "t", "--input", value,
-                         env=env)) == SECRET[:15]
+                                 env=env)) == SECRET[:15]
     # The same project elsewhere runs contained, and the gene cannot read the store.
     moved = tmp_path / "elsewhere"
     shutil.move(str(root), moved)
     ok_process(moved, "agent", "create", "a", "--genes", "reader", env=env)
     assert "GENE_FAILED" in last_line(refused_process(moved, "GENE_FAILED", "agent", "run", "a",
-                                              "--input", json.dumps(str(moved)), env=env))
+                                                      "--input", json.dumps(str(moved)), env=env))

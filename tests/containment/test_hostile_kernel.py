@@ -230,7 +230,7 @@ def test_kernel_attacks_are_refused_unless_trusted(tmp_path: Path, kind: str,
     before = db.stat()
     try:
         done = run_process(root, "agent", "run", "a", "--input", attack_input(root, key),
-                   env={"TMPDIR": str(tmp_path)})
+                           env={"TMPDIR": str(tmp_path)})
         report = report_of(done)
         left = sysv_queue(key)
     finally:
@@ -319,7 +319,7 @@ def test_threads_and_the_temporary_folder_are_capped_per_agent(tmp_path: Path,
     # for 300 of them, so the thread cap alone decides.
     ok_process(root, "agent", "create", "a", "--genes", "g", "--gene-memory", "4096", *options)
     report = report_of(run_process(root, "agent", "run", "a", "--input",
-                           json.dumps({"threads": 300, "temp": 192})))
+                                   json.dumps({"threads": 300, "temp": 192})))
     if options:
         assert report["threads"] == "ok", report
         assert report["temp"].startswith("refused No space left"), report

@@ -85,7 +85,7 @@ def test_ptrace_is_refused_unless_trusted(tmp_path: Path, sleeper: int, trust: b
     add_gene(root, "tracer", PTRACER, domain="other")
     wrap(root, "tracer")
     ok_process(root, "agent", "create", "a", "--genes", "tracer",
-       *(["--trust", "tracer"] if trust else []))
+               *(["--trust", "tracer"] if trust else []))
     value = json.dumps({"sleeper": sleeper, "parent": not trust})
     done = run_process(root, "agent", "run", "a", "--input", value)
     assert done.returncode == 0, done

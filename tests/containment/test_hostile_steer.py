@@ -209,9 +209,9 @@ def test_allow_tcp_grants_a_port_and_nothing_more(tmp_path: Path, kind: str,
             socket.create_server(("127.0.0.1", 0)) as other:
         port = granted.getsockname()[1]
         ok_process(root, "agent", "create", "a", "--genes", "net", "--allow-tcp", f"net:{port}",
-           *(["--trust", "net"] if trust else []))
+                   *(["--trust", "net"] if trust else []))
         done = run_process(root, "agent", "run", "a", "--input",
-                   json.dumps({"granted": port, "other": other.getsockname()[1]}))
+                           json.dumps({"granted": port, "other": other.getsockname()[1]}))
     assert done.returncode == 0, done
     report: dict[str, str] = json.loads(done.stdout)
     if trust:

@@ -158,7 +158,7 @@ def test_what_a_gene_sees_of_the_machine(tmp_path: Path, listeners: tuple[int, s
     skip_without_node(kind)
     root = view_project(tmp_path, kind, ["--trust", "spy"] if trust else [])
     done = run_process(root, "agent", "run", "a", "--input", attack_input(root, listeners),
-               env={"TMPDIR": str(tmp_path)})
+                       env={"TMPDIR": str(tmp_path)})
     judge(report_of(done), kind, trust)
 
 
@@ -187,7 +187,7 @@ def test_a_node_gene_granted_tcp_sees_the_hosts_sockets(
     skip_without_node("node")
     root = view_project(tmp_path, "node", ["--allow-tcp", f"spy:{listeners[0]}"])
     report = report_of(run_process(root, "agent", "run", "a", "--input",
-                           attack_input(root, listeners), env={"TMPDIR": str(tmp_path)}))
+                                   attack_input(root, listeners), env={"TMPDIR": str(tmp_path)}))
     assert report["host tcp sockets"] == "ok", report
     assert {a: r for a, r in report.items() if r == "ok"} == {"host tcp sockets": "ok",
                                                                "host unix sockets": "ok"}

@@ -112,7 +112,7 @@ def test_the_cli_lists_from_a_standby_says_so_and_runs_genes_on_the_primary_only
     assert "keeper" in ok_process(root, "agent", "show", "bot", env=standby)
     assert "write" in ok_process(root, "agent", "audit", "show", "bot", env=standby)
     line = refused_process(root, "MEMORY_STORAGE_ERROR", "agent", "run", "bot", "--input", "{}",
-                   env=standby)
+                           env=standby)
     assert "read-only standby" in line and "genes run on the primary only" in line
 
     # The console the deployer starts with the standby's URL says so on the agent page.

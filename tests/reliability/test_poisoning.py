@@ -171,7 +171,7 @@ def test_cli_removes_a_poisoned_preference(tmp_path: Path) -> None:
     ok_process(proj, "wrap", "fmt")
     ok_process(proj, "agent", "create", "bot", "--genes", "fmt")
     poisoned = json.loads(ok_process(proj, "agent", "run", "bot", "--input",
-                             json.dumps({"code": "x", "indent": 40})))
+                                     json.dumps({"code": "x", "indent": 40})))
     assert poisoned["indent"] == 40
     assert json.loads(ok_process(proj, "agent", "run", "bot", "--input", '{"code": "x"}'))["indent"] == 40
     listed = json.loads(ok_process(proj, "agent", "memory", "list", "bot", "--json"))
@@ -182,7 +182,7 @@ def test_cli_removes_a_poisoned_preference(tmp_path: Path) -> None:
     assert listed["entries"] == []
     assert json.loads(ok_process(proj, "agent", "run", "bot", "--input", '{"code": "x"}'))["indent"] == 2
     refused_process(proj, "MEMORY_NOT_FOUND", "agent", "memory", "delete", "bot", "--key",
-            "formatter/indent")
+                    "formatter/indent")
     lines = audit_lines(proj / ".rotifer")
     removal = [x for x in lines if x["action"] == "deployer_delete"]
     assert [(x["actor"], x["key"], x["category"]) for x in removal] == [
