@@ -191,7 +191,7 @@ def test_the_lean_paths_table(tmp_path: Path) -> None:
     settings = Settings(rounds=2, iters=2, scales=(150,), sizes=(100,))
     results = lean.run_results(tmp_path, settings)
     names = [(r.name, r.baseline_name) for r in results]
-    assert ("write_memory 100 B (update), lean", "floor: same statements + same append") in names
+    assert ("write_memory 100 B (update), lean", "floor: same statements + same append and index row") in names
     assert ("query_memory 100 × 100 B, lean", "the full path") in names
     assert ("read_memory 100 B, lean", "floor: its statement on raw sqlite3") in names
     assert ("query_memory 100 × 100 B, lean", "floor: its statements on raw sqlite3") in names
