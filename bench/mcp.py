@@ -223,7 +223,25 @@ def _client_ops(client: Client) -> dict[str, Callable[[], Awaitable[object]]]:
 async def _measure(client: Client, settings: Settings) -> dict[str, float]:
     await client.list_tools()  # as clients do: else the SDK's client lists them per call
     await client.call_tool("memory_write", {"key": "k/read", "value": VALUE})
-    return await _medians_async(_client_ops(client), settings)
+    result = await _medians_async(_client_ops(client), settings)
+    result.update(await _inside(client, settings))
+    return result
+
+
+async def _inside(client: Client, settings: Settings) -> dict[str, float]:
+    """Inside the server, after the timed rounds: each tool's handler and the memory
+    call in it, thread CPU µs (medians; ``bench_timing`` in :mod:`bench.mcp_server`),
+    as ``read handler``, ``read memory``, ``read calls``, and the same for write."""
+    ops = _client_ops(client)
+    await client.call_tool("bench_timing", {"on": True})
+    for _ in range(max(1, settings.rounds // 2)):
+        for name in ("read", "write"):  # in batches, as the rounds call them
+            for _ in range(settings.iters):
+                await ops[name]()
+    answer = await client.call_tool("bench_timing", {"on": False})
+    parts: dict[str, dict[str, float]] = answer.structured_content or {}
+    return {f"{tool} {what}": float(value) for tool, got in parts.items()
+            for what, value in got.items()}
 
 
 def over_stdio(project: Project, settings: Settings) -> dict[str, float]:
@@ -264,7 +282,7 @@ def in_memory(project: Project, settings: Settings) -> dict[str, float]:
     more = replace(settings, rounds=settings.rounds * IN_MEMORY_ROUNDS)
     with opened(project, "bot", "notes", policy) as acting:
         assert isinstance(acting, GeneActing)
-        server = with_bench_tools(build_server(acting, policy))
+        server = with_bench_tools(build_server(acting, policy), acting)
         memory = acting.memory
 
         async def main() -> None:
@@ -348,5 +366,22 @@ def run(root: Path, settings: Settings) -> str:
         f"content only (no structured copy), CPU: {remote['read like text cpu']:.0f} µs over "
         f"stdio and {inner['read like text cpu']:.0f} µs in memory, against "
         f"{remote['read like cpu']:.0f} / {inner['read like cpu']:.0f} µs with both. "
+        f"{_inside_text(remote, inner)} "
         f"Load average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end, "
         f"on {os.cpu_count()} CPUs.")
+
+
+def _inside_text(remote: dict[str, float], inner: dict[str, float]) -> str:
+    """What the server's handlers took, and the memory calls in them (over stdio / in memory)."""
+    def part(name: str) -> str:
+        handler = [got.get(f"{name} handler", 0.0) for got in (remote, inner)]
+        memory = [got.get(f"{name} memory", 0.0) for got in (remote, inner)]
+        own = [h - m for h, m in zip(handler, memory, strict=True)]
+        return (f"`memory_{name}`'s handler {handler[0]:.0f} / {handler[1]:.0f} µs, of which "
+                f"the memory call {memory[0]:.0f} / {memory[1]:.0f} and the rest (rotifer's "
+                f"own work) {own[0]:.0f} / {own[1]:.0f}")
+
+    calls = " / ".join(str(int(got.get("read calls", 0))) for got in (remote, inner))
+    return (f"Inside the server (thread CPU, medians of {calls} calls of each tool made after "
+            f"the rounds, over stdio / in memory; the rest includes the two clock reads "
+            f"around the memory call): {part('read')}; {part('write')}.")

@@ -228,6 +228,12 @@ def test_the_mcp_table(tmp_path: Path) -> None:
         # each ratio against both in-process figures: back to back / in the server's state
         assert all(len(r[n].split(" / ")) == 2 and r[n].endswith("×") for n in (6, 7, 8))
     assert "text content only" in table and "Load average" in table
+    # the server's own view: each tool's handler and the memory call in it, both transports
+    inside = re.search(r"`memory_read`'s handler (\d+) / (\d+) µs, of which the memory call "
+                       r"(\d+) / (\d+)", table)
+    assert inside is not None, table
+    handler, memory = [int(n) for n in inside.groups()[:2]], [int(n) for n in inside.groups()[2:]]
+    assert all(0 < m <= h for h, m in zip(handler, memory, strict=True))
 
 
 def test_the_startup_table_puts_every_command_beside_its_floor(tmp_path: Path) -> None:
