@@ -215,14 +215,25 @@ def test_the_mcp_table(tmp_path: Path) -> None:
 
     table = mcp.run(tmp_path, Settings(rounds=1, iters=1))
     rows = table_rows(table)
-    assert rows[0][:6] == ["call", "measured", "in process: back to back / after a pause (µs)",
-                           "empty tool (µs)", "same result, no call (µs)", "tool (µs)"]
+    assert rows[0] == ["call", "measured",
+                       "in process: back to back / in the server's state (µs)",
+                       "empty tool (µs)", "same result, no call (µs)", "tool (µs)",
+                       "(tool − empty) / in process", "floor: (same − empty) / in process",
+                       "(tool − same) / in process", "target", "result"]
     kinds = ["wall clock", "CPU, both processes", "CPU, in-memory transport"]
     assert [r[:2] for r in rows[2:]] == [[call, kind] for call in ("memory_read", "memory_write")
                                          for kind in kinds]
-    assert all(" / " in r[2] and r[6].endswith("×") and r[7].endswith("×")
-               and r[9] in {"met", "**missed**", "noise"} for r in rows[2:])
+    for r in rows[2:]:
+        assert " / " in r[2] and r[10] in {"met", "**missed**", "noise"}
+        # each ratio against both in-process figures: back to back / in the server's state
+        assert all(len(r[n].split(" / ")) == 2 and r[n].endswith("×") for n in (6, 7, 8))
     assert "text content only" in table and "Load average" in table
+    # the server's own view: each tool's handler and the memory call in it, both transports
+    inside = re.search(r"`memory_read`'s handler (\d+) / (\d+) µs, of which the memory call "
+                       r"(\d+) / (\d+)", table)
+    assert inside is not None, table
+    handler, memory = [int(n) for n in inside.groups()[:2]], [int(n) for n in inside.groups()[2:]]
+    assert all(0 < m <= h for h, m in zip(handler, memory, strict=True))
 
 
 def test_the_startup_table_puts_every_command_beside_its_floor(tmp_path: Path) -> None:

@@ -100,8 +100,27 @@ def _utf8(text: str) -> bytes:
 
 
 def entry_json(entry: MemoryEntry, *, with_value: bool = True) -> dict[str, Any]:
-    """An entry as a tool returns it: the seed's fields, the value as text or base64."""
-    out = entry.to_json(include_value=False)
+    """An entry as a tool returns it: the seed's fields (``MemoryEntry.to_json``
+    without the value, key for key and in its order: tests/mcp/test_results.py
+    holds the two together), the value as text or base64, and its bytes.
+
+    Built here in one dict rather than by ``to_json`` and amending its dict: a
+    tool call builds one per entry it answers."""
+    access = entry.access_policy
+    retention = entry.retention_policy
+    out: dict[str, Any] = {
+        "entryId": entry.entry_id,
+        "category": entry.category.value,
+        "key": entry.key,
+        "createdBy": entry.created_by,
+        "lastAccessedBy": entry.last_accessed_by,
+        "createdAt": entry.created_at,
+        "updatedAt": entry.updated_at,
+        "accessPolicy": {"readScope": access.read_scope.value,
+                         "writeScope": access.write_scope.value,
+                         "sharePolicy": access.share_policy.value},
+        "retentionPolicy": None if retention is None else retention.to_json(),
+    }
     if with_value:
         out["value"], out["encoding"] = encode_value(entry.value)
     out["bytes"] = entry.size

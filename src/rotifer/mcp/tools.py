@@ -9,8 +9,9 @@ gets the memory's code like every other refusal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 from rotifer.memory.errors import AgentMemoryError, ErrorCode, invalid
 from rotifer.memory.model import (
@@ -62,6 +63,13 @@ class ToolSpec:
     schema: dict[str, Any]
     read_only: bool
     destructive: bool
+    #: The schema's argument names and required ones, as sets: checked per call.
+    fields: frozenset[str] = field(init=False, repr=False, compare=False)
+    required: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", frozenset(self.schema["properties"]))
+        object.__setattr__(self, "required", frozenset(self.schema["required"]))
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -146,40 +154,63 @@ def _optional_text(args: dict[str, Any], name: str) -> str | None:
     return value
 
 
-def _check_fields(args: dict[str, Any], spec: ToolSpec) -> None:
-    unknown = sorted(set(args) - set(spec.schema["properties"]))
+def _refuse_fields(args: dict[str, Any], spec: ToolSpec) -> NoReturn:
+    unknown = sorted(set(args) - spec.fields)
     if unknown:
         raise invalid(f"{spec.name} takes no argument(s) {', '.join(unknown)}")
     missing = [name for name in spec.schema["required"] if name not in args]
-    if missing:
-        raise invalid(f"{spec.name} needs the argument(s) {', '.join(missing)}")
+    raise invalid(f"{spec.name} needs the argument(s) {', '.join(missing)}")
 
 
 def call(acting: Acting, specs: dict[str, ToolSpec], name: str,
          args: dict[str, Any] | None) -> dict[str, Any]:
-    """Carry out tool ``name``; its JSON result, or AgentMemoryError."""
+    """Carry out tool ``name``; its JSON result, or AgentMemoryError.
+
+    Per call only what must be: the tool looked up, the argument names checked
+    against the schema's (two set tests; the message is built only for a
+    refusal), and the tool's own function (:data:`_RUN`)."""
     spec = specs.get(name)
     if spec is None:
         raise invalid(f"no tool {name!r} here (the tools: {', '.join(specs)})")
-    args = {} if args is None else args
-    if not isinstance(args, dict):
+    if args is None:
+        args = {}
+    elif not isinstance(args, dict):
         raise invalid("the arguments must be an object")
-    _check_fields(args, spec)
-    if name == "memory_write":
-        category = args.get("category", "CACHE")
-        entry = acting.write(_key(args), decode_value(args.get("value"), args.get("encoding")),
-                             category, args.get("accessPolicy"))
-        return {"entry": entry_json(entry, with_value=False)}
-    if name == "memory_read":
-        found = acting.read(_key(args), _optional_text(args, "category"))
-        return {"entry": None if found is None else entry_json(found)}
-    if name == "memory_search":
-        entries = acting.search(args)
-        return {"entries": [entry_json(e) for e in entries], "count": len(entries)}
-    if name == "memory_delete":
-        key = _key(args)
-        acting.delete(key)
-        return {"deleted": key}
-    if name == "memory_usage":
-        return acting.usage(args.get("nextWriteBytes", 0))
-    raise AgentMemoryError(ErrorCode.STORAGE_ERROR, f"tool {name!r} has no implementation")
+    if not (spec.fields.issuperset(args) and spec.required.issubset(args)):
+        _refuse_fields(args, spec)
+    run = _RUN.get(name)
+    if run is None:
+        raise AgentMemoryError(ErrorCode.STORAGE_ERROR, f"tool {name!r} has no implementation")
+    return run(acting, args)
+
+
+def _write(acting: Acting, args: dict[str, Any]) -> dict[str, Any]:
+    entry = acting.write(_key(args), decode_value(args.get("value"), args.get("encoding")),
+                         args.get("category", "CACHE"), args.get("accessPolicy"))
+    return {"entry": entry_json(entry, with_value=False)}
+
+
+def _read(acting: Acting, args: dict[str, Any]) -> dict[str, Any]:
+    found = acting.read(_key(args), _optional_text(args, "category"))
+    return {"entry": None if found is None else entry_json(found)}
+
+
+def _search(acting: Acting, args: dict[str, Any]) -> dict[str, Any]:
+    entries = acting.search(args)
+    return {"entries": [entry_json(e) for e in entries], "count": len(entries)}
+
+
+def _delete(acting: Acting, args: dict[str, Any]) -> dict[str, Any]:
+    key = _key(args)
+    acting.delete(key)
+    return {"deleted": key}
+
+
+def _usage(acting: Acting, args: dict[str, Any]) -> dict[str, Any]:
+    return acting.usage(args.get("nextWriteBytes", 0))
+
+
+_RUN: dict[str, Callable[[Acting, dict[str, Any]], dict[str, Any]]] = {
+    "memory_write": _write, "memory_read": _read, "memory_search": _search,
+    "memory_delete": _delete, "memory_usage": _usage,
+}
