@@ -50,6 +50,7 @@ from typing import Any
 
 from ..signals import signals_deferred
 from .actions import ROLLED_BACK
+from .pending import last_numbered
 from .text import ENCODER, chain, line_hash, rolled_back_line
 
 try:
@@ -381,6 +382,14 @@ class LogFile:
             seq = lines[0].get("seq")
             mark = _parsed_mark(last, seq) if last is not None and isinstance(seq, int) else None
         phantom = _phantom(mark, lines[0])
+        agent = lines[0].get("agent")
+        if phantom is None and not prefix and start and stat.S_ISREG(info.st_mode) \
+                and isinstance(agent, str) and isinstance(lines[0].get("seq"), int) \
+                and (mark is None or mark[0] != agent):
+            # The log's last line is not the agent's: its last numbered line may
+            # still be a killed change of this number, further back (.pending).
+            earlier = last_numbered(fd, start, agent)
+            phantom = None if earlier is None else _phantom(_mark(earlier), lines[0])
         if phantom is not None:
             bodies = [ENCODER.encode(phantom).encode(), *bodies]
             lines = [phantom, *lines]
