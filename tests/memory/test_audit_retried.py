@@ -221,3 +221,26 @@ def test_a_failed_change_is_settled_before_the_next_change_of_the_agent_begins(
     for _ in range(2):
         report = verify_agent(store, "agent", full=True)
         assert report.ok and report.repaired == 0, report.message
+
+
+def test_a_change_appended_in_batches_is_one_change_not_a_rolled_back_one(
+        store_factory: StoreFactory, store: MemoryStore, rot: Path) -> None:
+    """A move's lines go out a thousand at a time, all of them of one change (one
+    number, one time): the second batch continues the first, it is no retry of
+    it, so no rolled_back line comes between them (one did, and the replay then
+    took the move's first batch for a change that never committed)."""
+    from rotifer.memory.transfer import move_agent
+    from rotifer.memory.transfer.operations import LINES_PER_WRITE
+
+    memory = store.for_gene("agent", A, "d")
+    for i in range(LINES_PER_WRITE + 5):
+        memory.write_memory(f"k/{i}", b"v", "CONTEXT")
+    other = store_factory(rot, name="other")
+    move_agent(store, other, "agent")
+    lines = _agent_lines(rot)
+    assert not [x for x in lines if x["action"] == "rolled_back"]
+    assert sum(x["action"] == "move_out" for x in lines) == LINES_PER_WRITE + 5
+    report = verify_agent(other, "agent", full=True)
+    assert report.ok and report.repaired == 0, report.message
+    shown = list(audit_history(other, "agent"))
+    assert sum(x["action"] == "move_out" for x in shown) == LINES_PER_WRITE + 5

@@ -141,12 +141,13 @@ def _archived_last_hash(path: Path) -> str | None:
     return None if last is None else line_hash(last)
 
 
-#: What the phantom check needs of a line: (agent, seq, action, epoch).
-Mark = tuple[Any, Any, Any, Any]
+#: What the phantom check needs of a line: (agent, seq, action, epoch, ts).
+Mark = tuple[Any, Any, Any, Any, Any]
 
 
 def _mark(line: Mapping[str, Any]) -> Mark:
-    return line.get("agent"), line.get("seq"), line.get("action"), line.get("epoch", "")
+    return (line.get("agent"), line.get("seq"), line.get("action"), line.get("epoch", ""),
+            line.get("ts"))
 
 
 def _parsed_mark(last: bytes, seq: int) -> Mark | None:
@@ -164,13 +165,17 @@ def _phantom(last: Mark | None, first: Mapping[str, Any]) -> dict[str, Any] | No
     """A ``rolled_back`` line when the log's last line is a change of the same
     agent numbered like the one being appended: that change was logged and
     never committed (its writer died; the caller holds the agent, so nobody
-    else is between appending and committing)."""
+    else is between appending and committing).  Not when it is of the same
+    time: that is this change's own earlier batch (a long change, a move's
+    lines in another project's log), which the appends continue."""
     seq, agent = first.get("seq"), first.get("agent")
     if last is None or seq is None or agent is None or first.get("action") == ROLLED_BACK:
         return None  # a rolled_back line says so itself already
     if last[0] != agent or last[1] != seq or last[2] == ROLLED_BACK \
             or last[3] != first.get("epoch", ""):
         return None  # another change, or the same number in another memory of the agent
+    if last[4] == first.get("ts"):
+        return None  # the same change, appended in batches
     return rolled_back_line(first["ts"], agent, seq,
                             "found at the next change: its process ended before the commit",
                             epoch=last[3])
