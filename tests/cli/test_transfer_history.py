@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import audit, ok, refused
+from .helpers import audit, ok, refused, run
 from .test_transfer_cli import WRITES, make_project
 
 PG = pytest.mark.postgres
@@ -105,11 +105,12 @@ def test_a_moves_destination_project_logs_the_move(proj: Path, tmp_path: Path) -
     assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
     assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
     assert shown(other)[-1]["seq"] == source[-1]["seq"]  # this log's history ends at the move
-    # Moved away again: the destination project says where the agent went, not "no history".
+    # Moved away again: the destination project's log records that too, and says so.
     ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
        "-q")
-    err = refused(other, "AGENT_NOT_FOUND", "agent", "audit", "show", "bot")
-    assert "moved its memory into this project's store and out again" in err, err
+    done = run(other, "agent", "audit", "show", "bot")
+    assert done.returncode == 0 and "move_out" in done.stdout.splitlines()[1], done
+    assert "moved its memory into this project's store and out again" in done.stderr, done
 
 
 def test_a_history_an_interrupted_import_left_is_not_carried_twice(proj: Path,
@@ -190,3 +191,36 @@ def test_a_second_move_there_carries_only_what_came_since(proj: Path, tmp_path: 
         [(x["action"], x.get("seq")) for x in source if "seq" in x]
     assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
     assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+
+
+def test_a_move_out_of_another_projects_store_is_logged_there(proj: Path,
+                                                               tmp_path: Path) -> None:
+    """Moved into another project's store, changed there by its own project, then
+    moved out again: that project's log gets the changes it lacks and the move out,
+    chained, so ``audit show`` there reads the history up to the move out (as the
+    agent's own project's log has it) and ``audit verify`` there passes; the agent's
+    own project verifies too."""
+    other = make_project(tmp_path / "other")
+    there = f"sqlite:{other / '.rotifer' / 'playground.db'}"
+    ok(proj, "agent", "move", "bot", "--to", there, "-q")
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:2]}))
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
+       "-q")
+    source = shown(proj)
+    home = max(i for i, x in enumerate(source) if x["action"] == "import_agent")
+    out = ok(other, "agent", "audit", "show", "bot", "--json")
+    here = [json.loads(x) for x in reversed(out.splitlines())]
+    # Everything up to the move out, not the import back home (the other project's).
+    assert [(x["action"], x.get("seq"), x.get("epoch"), x.get("key")) for x in here] == \
+        [(x["action"], x.get("seq"), x.get("epoch"), x.get("key")) for x in source[:home]]
+    assert [x["action"] for x in here].count("write") + \
+        [x["action"] for x in here].count("update") == 6  # four before, two while there
+    said = ok(other, "agent", "audit", "verify", "bot")
+    assert said.startswith("OK agent 'bot'") and "its move out" in said, said
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+    # The other project's log is chained: an edit there is caught there.
+    log = other / ".rotifer" / "audit.jsonl"
+    text = log.read_text()
+    last_move = text.rindex('"action":"move"')
+    log.write_text(text[:last_move] + '"action":"mvoe"' + text[last_move + 15:])
+    refused(other, "AUDIT_MISMATCH", "agent", "audit", "verify", "bot")

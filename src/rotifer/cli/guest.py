@@ -16,6 +16,12 @@ verify`` run in OTHER, which has no spec of the agent, read it there:
   log: it is not checked here, and the summary says so); once P has changed the
   memory again, the changes since are in P's log only, and ``verify`` checks
   OTHER's chain and says where the rest is.
+
+When P moves the memory out of OTHER's store again, OTHER's log gets the
+changes P made there since and the move (:func:`~rotifer.memory.transfer.move_agent`'s
+``source_mirror``): ``show`` prints the history up to the move out, and
+``verify`` (:func:`verify_moved_away`) checks OTHER's chain and replays that
+history, which must end with the move and leave nothing in the store.
 """
 
 from __future__ import annotations
@@ -106,4 +112,43 @@ def verify_guest(store: MemoryStore, name: str, source: str) -> str:
     return (f"{report.message}; it was moved here from {source}: its anchor is in the log "
             f"of the project that keeps its spec, checked by {there}")
 
-__all__ = ["hint", "moved_away", "moved_in", "verify_guest"]
+def verify_moved_away(store: MemoryStore, name: str) -> str:
+    """``audit verify`` of a memory another project moved in and out again: this
+    log's hash chain, and its history of the memory replayed up to the move out
+    (its last committed change), with nothing left of it in the store; the
+    summary, or RotiferError AUDIT_MISMATCH."""
+    from rotifer.memory.audit.actions import MOVE
+    from rotifer.memory.audit.lineage import find_imports, history_lines, lineage
+    from rotifer.memory.audit.read import LogProblem, Scan, scan
+    from rotifer.memory.audit.replay import Replay, compare
+
+    path = store.audit.path
+    assert path is not None
+    stats = Scan()
+    out: dict[str, object] | None = None
+    try:
+        for logged in scan(path, name, stats):  # the chain, over the whole log
+            if logged.line.get("action") == MOVE:
+                out = logged.line
+        if out is None:
+            raise LogProblem(f"this log holds no move of {name!r} out of this project's store")
+        imports, _ = find_imports(path, name)
+        replay = Replay(name)
+        for logged in history_lines(path, name, lineage(str(out.get("epoch", "")), imports)):
+            replay.feed(logged)
+        replay.finish(None, False)
+        with store.backend.read() as tx:
+            compare(replay, tx, name)
+        if replay.exists is not False:
+            raise LogProblem(f"the history of {name!r} in this log does not end with its move "
+                             "out of this project's store (the log was cut or rewritten)")
+    except LogProblem as exc:
+        raise RotiferError(str(exc), code="AUDIT_MISMATCH") from None
+    return (f"agent {name!r}: {common.plural(replay.changes, 'committed change')}, "
+            f"{common.plural(replay.lines, 'line')} up to change {out.get('seq')}, its move "
+            f"out of this project's store to {out.get('to', 'another store')} by the project "
+            "that keeps its spec, whose log holds its history since; hash chain intact over "
+            f"{common.plural(stats.lines, 'line')}")
+
+
+__all__ = ["hint", "moved_away", "moved_in", "verify_guest", "verify_moved_away"]

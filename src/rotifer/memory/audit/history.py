@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, cast
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .actions import DROP_AGENT, IMPORT_AGENT, ROLLED_BACK, step_code
+from .actions import DROP_AGENT, IMPORT_AGENT, MOVE, ROLLED_BACK, step_code
 from .index import (
     ACTION,
     CATEGORY,
@@ -79,12 +79,15 @@ SPOOL_IN_MEMORY = 8 << 20
 
 
 def _dropped_epoch(path: Any, agent: str) -> str:
-    """The epoch of the memory the agent's last ``drop_agent`` line removed
-    (``""``: none): where a deleted agent's history ends."""
+    """The epoch of the memory the agent's last ``drop_agent`` line removed, or
+    its last ``move`` took out of the store (``""``: none): where a deleted
+    agent's history ends, or a history this project's store held until another
+    project moved the memory out of it."""
     epoch = ""
     if path is not None:
-        for logged in scan(path, agent, chain=False, only=f'"{DROP_AGENT}"'.encode()):
-            epoch = str(logged.line.get("epoch", ""))
+        for logged in scan(path, agent, chain=False):
+            if logged.line.get("action") in (DROP_AGENT, MOVE):
+                epoch = str(logged.line.get("epoch", ""))
     return epoch
 BLOCK = 1 << 16
 
