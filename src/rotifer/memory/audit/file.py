@@ -44,13 +44,13 @@ import os
 import stat
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..signals import signals_deferred
 from .actions import ROLLED_BACK
-from .pending import last_numbered
+from .pending import Known, earlier_line
 from .text import ENCODER, chain, line_hash, rolled_back_line
 
 try:
@@ -256,6 +256,8 @@ class _Open:
     end: int = -1
     last_hash: str | None = None
     last_mark: Mark | None = None
+    #: What it knows of the agents' last lines without reading (see .pending).
+    known: Known = field(default_factory=Known)
 
 
 class LogFile:
@@ -366,7 +368,9 @@ class LogFile:
         if kept is not None and kept.end == start and kept.last_hash is not None:
             # Nobody appended since our last line: the chain needs no read.
             prev, mark = kept.last_hash, kept.last_mark
+            foreign = False
         else:
+            foreign = True
             regular = stat.S_ISREG(info.st_mode)
             tail = os.pread(fd, min(start, TAIL_READ), start - min(start, TAIL_READ)) \
                 if regular and start else b""
@@ -386,14 +390,17 @@ class LogFile:
                 _archived_last_hash(self.path) if regular and start == 0 else None)
             seq = lines[0].get("seq")
             mark = _parsed_mark(last, seq) if last is not None and isinstance(seq, int) else None
+        known = None if kept is None or prefix else kept.known
+        if known is not None:
+            known.appending(start, foreign)
         phantom = _phantom(mark, lines[0])
-        agent = lines[0].get("agent")
+        agent, seq = lines[0].get("agent"), lines[0].get("seq")
         if phantom is None and not prefix and start and stat.S_ISREG(info.st_mode) \
-                and isinstance(agent, str) and isinstance(lines[0].get("seq"), int) \
+                and isinstance(agent, str) and isinstance(seq, int) \
                 and (mark is None or mark[0] != agent):
             # The log's last line is not the agent's: its last numbered line may
             # still be a killed change of this number, further back (.pending).
-            earlier = last_numbered(fd, start, agent)
+            earlier = earlier_line(fd, start, agent, seq, known)
             phantom = None if earlier is None else _phantom(_mark(earlier), lines[0])
         if phantom is not None:
             bodies = [ENCODER.encode(phantom).encode(), *bodies]
@@ -402,6 +409,7 @@ class LogFile:
         data = prefix + data
         if kept is not None:
             kept.end = -1  # unknown until the write is known to be whole
+            kept.known = Known()  # (and what it holds, until then)
         if start and start + len(data) > self.max_bytes and not prefix \
                 and stat.S_ISREG(info.st_mode):
             number = _roll_over(self.path, data)
@@ -414,6 +422,9 @@ class LogFile:
         if kept is not None and not prefix:
             kept.end, kept.last_hash = start + len(data), final_hash
             kept.last_mark = _mark(lines[-1])
+            if known is not None:
+                kept.known = known
+                known.wrote(lines)
         return final_hash
 
 

@@ -13,8 +13,12 @@ commit: if the agent's last numbered line in the log is one of change N --
 the number being appended now, which the store has not counted -- and not a
 ``rolled_back`` line, that change was logged and never committed.  When the
 log's last line is the agent's, the append knows that already; otherwise
-:func:`last_numbered` looks for the agent's last line backwards from the end,
-a block at a time, parsing only the lines that hold the agent's name.  Lines
+:func:`earlier_line` looks for the agent's last numbered line backwards from
+the end, a block at a time, by its bytes (a line is parsed only when it is of
+change N).  What the process appended itself it need not read: :class:`Known`
+remembers, for the file it keeps open, each agent's last numbered line it
+wrote since another process last appended, so interleaved changes of several
+agents in one process search nothing.  Lines
 of the agent without a number (a refusal before any change, an export) are
 passed over.  How far back it looks is bounded (:data:`SEARCH_BYTES`: an idle
 agent in a busy log); past that, or past the start of the live file, the
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring as quote
 from typing import Any
 
@@ -36,11 +40,46 @@ _FIRST_BLOCK = 4096
 _BLOCK = 1 << 16
 
 
-def last_numbered(fd: int, end: int, agent: str,
-                  limit: int = SEARCH_BYTES) -> Mapping[str, Any] | None:
-    """The last line of ``agent`` that carries a ``seq`` in the file ``fd`` before
-    byte ``end`` (which ends a line), if one is within ``limit`` bytes of it."""
-    marker = quote(agent).encode("utf-8", "surrogatepass")
+class Known:
+    """What a process knows of the file it keeps open without reading it: from
+    which byte on every line is its own (``ours_from``; -1: none known), and each
+    agent's last numbered line among those.  An agent with a line there needs no
+    search; one without needs one only before ``ours_from``."""
+
+    __slots__ = ("last", "ours_from")
+
+    def __init__(self) -> None:
+        self.ours_from = -1
+        self.last: dict[str, Mapping[str, Any]] = {}
+
+    def appending(self, start: int, foreign: bool) -> None:
+        """An append at byte ``start``; ``foreign``: others appended since ours."""
+        if foreign:
+            self.ours_from = start
+            self.last.clear()
+        elif self.ours_from < 0:
+            self.ours_from = start
+
+    def wrote(self, lines: Sequence[Mapping[str, Any]]) -> None:
+        for line in lines:
+            agent = line.get("agent")
+            if isinstance(agent, str) and isinstance(line.get("seq"), int):
+                self.last[agent] = line
+
+
+def earlier_line(fd: int, end: int, agent: str, seq: int, known: Known | None = None,
+                 limit: int = SEARCH_BYTES) -> Mapping[str, Any] | None:
+    """The agent's last numbered line in the file ``fd`` before byte ``end``, if it
+    is one of change ``seq`` (else ``None``: not found within ``limit`` bytes, or
+    of another change).  ``known``: what this process knows of the file."""
+    if known is not None and known.ours_from >= 0:
+        if agent in known.last:
+            line = known.last[agent]
+            return line if line.get("seq") == seq else None
+        end = known.ours_from  # the lines after it are ours, none the agent's
+    marker = b'"agent":' + quote(agent).encode("utf-8", "surrogatepass")
+    numbered = b'"seq":'
+    wanted = numbered + str(seq).encode() + b","
     pos = end
     carry = b""  # the start of the line the block after began in
     block = _FIRST_BLOCK
@@ -58,12 +97,16 @@ def last_numbered(fd: int, end: int, agent: str,
         while (hit := body.rfind(marker, 0, at)) >= 0:
             first = body.rfind(b"\n", 0, hit) + 1
             last = body.find(b"\n", hit)
+            text = body[first:last if last >= 0 else len(body)]
             at = first
+            if numbered not in text:
+                continue  # a line of the agent outside any change (a refusal, an export)
+            if wanted not in text:
+                return None  # its last numbered line is of another change
             try:
-                line = json.loads(body[first:last if last >= 0 else len(body)])
+                line = json.loads(text)
             except ValueError:
-                continue  # not a line of this agent's to judge (a torn one is cut off first)
-            if isinstance(line, dict) and line.get("agent") == agent \
-                    and isinstance(line.get("seq"), int):
-                return line
+                return None  # not a line to judge (a torn one is cut off first)
+            return line if isinstance(line, dict) and line.get("agent") == agent \
+                and line.get("seq") == seq else None
     return None
