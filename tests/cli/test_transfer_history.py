@@ -110,7 +110,7 @@ def test_a_moves_destination_project_logs_the_move(proj: Path, tmp_path: Path) -
        "-q")
     done = run(other, "agent", "audit", "show", "bot")
     assert done.returncode == 0 and "move_out" in done.stdout.splitlines()[1], done
-    assert "moved its memory into this project's store and out again" in done.stderr, done
+    assert "the project that keeps its spec moved it out" in done.stderr, done
 
 
 def test_a_history_an_interrupted_import_left_is_not_carried_twice(proj: Path,
@@ -224,3 +224,28 @@ def test_a_move_out_of_another_projects_store_is_logged_there(proj: Path,
     last_move = text.rindex('"action":"move"')
     log.write_text(text[:last_move] + '"action":"mvoe"' + text[last_move + 15:])
     refused(other, "AUDIT_MISMATCH", "agent", "audit", "verify", "bot")
+
+
+def test_a_memory_the_project_keeps_in_another_projects_store_moved_out_is_logged_there(
+        tmp_path: Path) -> None:
+    """A project whose configured store is another project's ``playground.db`` (its
+    agents' memories live there from the start; their changes are logged in the
+    project's own log): moving an agent out writes its history and the move into
+    the other project's log too, which shows and verifies it."""
+    other = make_project(tmp_path / "other")
+    root = make_project(tmp_path / "proj")
+    use_store(root, f"sqlite:{other / '.rotifer' / 'playground.db'}")
+    ok(root, "agent", "create", "bot", "--genes", "memo", "--memory-quota", "4KB")
+    ok(root, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES}))
+    assert [x for x in audit(other) if x.get("agent") == "bot"] == []
+    ok(root, "agent", "move", "bot", "--to", f"sqlite:{root / '.rotifer' / 'playground.db'}",
+       "-q")
+    source = shown(root)
+    home = max(i for i, x in enumerate(source) if x["action"] == "import_agent")
+    out = ok(other, "agent", "audit", "show", "bot", "--json")
+    here = [json.loads(x) for x in reversed(out.splitlines())]
+    assert [(x["action"], x.get("seq")) for x in here] == \
+        [(x["action"], x.get("seq")) for x in source[:home]]
+    said = ok(other, "agent", "audit", "verify", "bot")
+    assert said.startswith("OK agent 'bot'") and "its move out" in said, said
+    assert "OK agent 'bot'" in ok(root, "agent", "audit", "verify", "bot")

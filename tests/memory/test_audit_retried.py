@@ -103,6 +103,8 @@ def test_a_change_made_again_after_a_kill_settles_the_killed_one_first(
     retried = [i for i, x in enumerate(lines)
                if x["seq"] == n and x["action"] != "rolled_back" and x["ts"] != killed["ts"]]
     assert retried and rolled[0] < retried[0], "the rolled_back line comes before the retry's"
+    report = verify_agent(store, "agent")  # by the history index, where it can
+    assert report.ok and report.repaired == 0, report.message
     for _ in range(2):
         report = verify_agent(store, "agent", full=True)
         assert report.ok and report.repaired == 0, report.message

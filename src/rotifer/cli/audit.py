@@ -143,13 +143,13 @@ def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
     away = moved_away(store, name)
     if not kept and not any(True for _ in audit_history(store, name, limit=1)):
         raise AgentNotFound(
-            f"no agent '{name}' here: another project moved its memory into this "
-            "project's store and out again; that project's log holds its history"
+            f"no agent '{name}' here: its memory was in this project's store until the "
+            "project that keeps its spec moved it out; that project's log holds its history"
             if away else
             f"no agent '{name}', and the audit log holds no history of one by that name")
-    common.hint(f"agent '{name}' has no spec in this project: another project moved its "
-                "memory into this project's store and out again; this is the history this "
-                "project's log holds, up to the move out" if away else
+    common.hint(f"agent '{name}' has no spec in this project: its memory was in this "
+                "project's store until the project that keeps its spec moved it out; this "
+                "is the history this project's log holds, up to the move out" if away else
                 f"agent '{name}' was deleted; this is the history of its memory")
     return kept
 

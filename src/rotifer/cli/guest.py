@@ -58,18 +58,24 @@ def moved_in(store: MemoryStore, name: str) -> str | None:
 
 
 def moved_away(store: MemoryStore, name: str) -> bool:
-    """Does this project's log hold a move of ``name`` into its store (by another
-    project: the agent has no spec here), which has no memory of it now?"""
+    """Was ``name``'s memory in this project's store (moved in by another project,
+    or kept here by one whose configured store this is) and moved out of it by
+    that project?  The store has no memory of it now, and the last line of this
+    project's log that ended a memory of it is a ``move``, not a ``drop_agent``."""
+    from rotifer.memory.audit.actions import DROP_AGENT, MOVE
     from rotifer.memory.audit.read import LogProblem, scan
 
     path = store.audit.path
     if path is None or store.has_agent(name):
         return False
+    last = None
     try:
-        return any(logged.line.get("via") == "move"
-                   for logged in scan(path, name, chain=False, only=b'"import_agent"'))
+        for logged in scan(path, name, chain=False):
+            if logged.line.get("action") in (DROP_AGENT, MOVE):
+                last = logged.line.get("action")
     except LogProblem:
         return False
+    return last == MOVE
 
 
 def hint(name: str, source: str) -> None:
