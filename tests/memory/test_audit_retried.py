@@ -28,6 +28,7 @@ from rotifer.memory import MemoryStore
 from rotifer.memory.audit.history import audit_history
 from rotifer.memory.audit.text import rolled_back_line
 from rotifer.memory.audit.verify import verify_agent
+from rotifer.memory.clock import format_time
 
 from .conftest import StoreFactory
 from .helpers import audit_lines, gene_id
@@ -40,7 +41,9 @@ from pathlib import Path
 from rotifer.memory import MemoryStore
 from rotifer.memory.engine import changes
 
-store = MemoryStore.open(Path(sys.argv[1]), url=sys.argv[2])
+from rotifer.memory import ManualClock
+clock = ManualClock(sys.argv[5]) if len(sys.argv) > 5 else None  # a clock that stands still
+store = MemoryStore.open(Path(sys.argv[1]), url=sys.argv[2], clock=clock)
 op = sys.argv[3]
 
 def trace(frame, event, arg):
@@ -74,8 +77,8 @@ RETRY = {
 }
 
 
-def _kill_in(op: str, rot: Path, url: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-c", KILLED, str(rot), url, op, A],
+def _kill_in(op: str, rot: Path, url: str, *clock: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-c", KILLED, str(rot), url, op, A, *clock],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == -signal.SIGKILL, done.stderr
     killed = audit_lines(rot)[-1]
@@ -246,3 +249,28 @@ def test_a_change_appended_in_batches_is_one_change_not_a_rolled_back_one(
     assert report.ok and report.repaired == 0, report.message
     shown = list(audit_history(other, "agent"))
     assert sum(x["action"] == "move_out" for x in shown) == LINES_PER_WRITE + 5
+
+
+@pytest.mark.parametrize("between", [False, True], ids=["last", "behind another agent"])
+def test_a_retry_timed_like_the_killed_change_still_settles_it_first(
+        store_factory: StoreFactory, store: MemoryStore, rot: Path, between: bool) -> None:
+    """A clock that stood still (or stepped back behind the agent's last change):
+    the retried change gets the very time of the killed one, ``last_us + 1``.
+    Its lines are no continuation of the killed change's, so the killed one's
+    rolled_back line still goes first (the replay groups a change's lines by
+    number and time: without it the two would read as one change)."""
+    store.for_gene("agent", A, "d").write_memory("old", b"v", "CONTEXT")
+    store.create_agent("other")
+    killed = _kill_in("write", rot, store_factory.url(), format_time(store.clock.now_us()))
+    if between:
+        store.for_gene("other", A, "d").write_memory("x", b"y", "CONTEXT")
+    RETRY["write"](store)
+    lines = _agent_lines(rot)
+    assert [(x["action"], x["seq"], x["ts"]) for x in lines[-3:]] == [
+        ("write", killed["seq"], killed["ts"]), ("rolled_back", killed["seq"], killed["ts"]),
+        ("write", killed["seq"], killed["ts"])]
+    for full in (False, True, True):
+        report = verify_agent(store, "agent", full=full)
+        assert report.ok and report.repaired == 0, report.message
+    shown = [x for x in audit_history(store, "agent") if x.get("seq") == killed["seq"]]
+    assert [(x["key"], x["bytes"]) for x in shown] == [("k", len(b"k") + len(b"retried"))]

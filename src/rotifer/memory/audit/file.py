@@ -141,13 +141,12 @@ def _archived_last_hash(path: Path) -> str | None:
     return None if last is None else line_hash(last)
 
 
-#: What the phantom check needs of a line: (agent, seq, action, epoch, ts).
-Mark = tuple[Any, Any, Any, Any, Any]
+#: What the phantom check needs of a line: (agent, seq, action, epoch).
+Mark = tuple[Any, Any, Any, Any]
 
 
 def _mark(line: Mapping[str, Any]) -> Mark:
-    return (line.get("agent"), line.get("seq"), line.get("action"), line.get("epoch", ""),
-            line.get("ts"))
+    return line.get("agent"), line.get("seq"), line.get("action"), line.get("epoch", "")
 
 
 def _parsed_mark(last: bytes, seq: int) -> Mark | None:
@@ -165,17 +164,13 @@ def _phantom(last: Mark | None, first: Mapping[str, Any]) -> dict[str, Any] | No
     """A ``rolled_back`` line when the log's last line is a change of the same
     agent numbered like the one being appended: that change was logged and
     never committed (its writer died; the caller holds the agent, so nobody
-    else is between appending and committing).  Not when it is of the same
-    time: that is this change's own earlier batch (a long change, a move's
-    lines in another project's log), which the appends continue."""
+    else is between appending and committing)."""
     seq, agent = first.get("seq"), first.get("agent")
     if last is None or seq is None or agent is None or first.get("action") == ROLLED_BACK:
         return None  # a rolled_back line says so itself already
     if last[0] != agent or last[1] != seq or last[2] == ROLLED_BACK \
             or last[3] != first.get("epoch", ""):
         return None  # another change, or the same number in another memory of the agent
-    if last[4] == first.get("ts"):
-        return None  # the same change, appended in batches
     return rolled_back_line(first["ts"], agent, seq,
                             "found at the next change: its process ended before the commit",
                             epoch=last[3])
@@ -345,22 +340,25 @@ class LogFile:
             os.close(fd)  # also releases the lock
 
     def append(self, bodies: list[bytes], lines: Sequence[Mapping[str, Any]],
-               placed: Placed | None = None) -> str:
+               placed: Placed | None = None, continues: bool = False) -> str:
         """Append the encoded ``bodies`` (of ``lines``), chained, with a
         ``rolled_back`` line first if the log ends in a phantom of this change;
         return the hash of the last line written (the change's anchor).
-        ``placed`` gets where each line written went (for the history index)."""
+        ``placed`` gets where each line written went (for the history index).
+        ``continues``: the lines go on from this process's last append (the next
+        batch of one long change): no phantom of it can be before them."""
         # The stop signals wait until the lock is released: one handled in
         # between would leave it taken, and every appender waiting (see .signals).
         with signals_deferred() as deferral, self._guard:
             fd, info = self._locked(deferral)
             try:
-                return self._append_locked(fd, info, bodies, lines, placed)
+                return self._append_locked(fd, info, bodies, lines, placed, continues)
             finally:
                 self._release(fd)
 
     def _append_locked(self, fd: int, info: os.stat_result, bodies: list[bytes],
-                       lines: Sequence[Mapping[str, Any]], placed: Placed | None) -> str:
+                       lines: Sequence[Mapping[str, Any]], placed: Placed | None,
+                       continues: bool = False) -> str:
         kept = self._open if self._open is not None and self._open.fd == fd else None
         start = info.st_size
         prefix = b""
@@ -393,9 +391,9 @@ class LogFile:
         known = None if kept is None or prefix else kept.known
         if known is not None:
             known.appending(start, foreign)
-        phantom = _phantom(mark, lines[0])
+        phantom = None if continues else _phantom(mark, lines[0])
         agent, seq = lines[0].get("agent"), lines[0].get("seq")
-        if phantom is None and not prefix and start and stat.S_ISREG(info.st_mode) \
+        if phantom is None and not continues and not prefix and start and stat.S_ISREG(info.st_mode) \
                 and isinstance(agent, str) and isinstance(seq, int) \
                 and (mark is None or mark[0] != agent):
             # The log's last line is not the agent's: its last numbered line may

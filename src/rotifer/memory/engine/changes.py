@@ -187,13 +187,14 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
     none), then appended to the log.  From here on a failure must be settled,
     so ``change.logged`` is set first.  Returns the hash of the last line
     appended, the anchor the caller commits as the agent's ``head``."""
+    continues = change is not None and change.appended  # its next batch (a long change)
     if change is not None:
         change.logged = True
     encoded = change.texts if change is not None and change.lines is lines \
         else encode_lines(lines)
     tx.log_lines(agent_id, seq, encoded)
     placed: Placed = []
-    head = audit.write(lines, encoded, placed)
+    head = audit.write(lines, encoded, placed, continues)
     tx.index_lines(rows_for(agent_id, placed))  # committed with the anchor, or not at all
     if change is not None:
         change.appended = True
