@@ -230,10 +230,11 @@ from rotifer.memory.transfer import move
 from rotifer.cli.main import main
 
 written = move.write_in_batches
+SIG = int(sys.argv[2])
 
 def die(*args):  # the move out is in the other project's log; the source has not committed
     written(*args)
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), SIG)
 
 move.write_in_batches = die
 sys.argv = ["rotifer", "agent", "move", "bot", "--to", sys.argv[1], "-q"]
@@ -241,23 +242,27 @@ main()
 '''
 
 
-def test_a_move_out_of_another_project_killed_after_its_log_is_finished_by_a_retry(
-        tmp_path: Path) -> None:
-    """The agent's memory in another project's store, moved home and SIGKILLed once the
-    move's lines are in that project's log, before the source committed: the retried
-    move writes the killed move's rolled_back line there before its own lines, so
-    both logs show and verify the history."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_move_out_of_another_project_cut_off_after_its_log_is_finished_by_a_retry(
+        tmp_path: Path, sig: int) -> None:
+    """The agent's memory in another project's store, moved home and cut off once the
+    move's lines are in that project's log, before the source committed: that log
+    gets the cut-off move's rolled_back line -- from the move itself after a Ctrl-C
+    (it removes its copy again), from the retried move, before its own lines, after
+    a kill -- so both logs show and verify the history."""
     root = project(tmp_path / "p")
     guest = init_project(tmp_path / "q")
     ok(root, "agent", "move", "bot", "--to", f"sqlite:{guest / '.rotifer' / 'playground.db'}",
        "-q")
     home = f"sqlite:{(root / '.rotifer' / 'playground.db').resolve()}"
-    done = subprocess.run([sys.executable, "-c", KILLED_AFTER_THE_HOSTS_LOG, home], cwd=root,
-                          env=clean_env(), capture_output=True, text=True, timeout=120,
-                          check=False)
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    done = subprocess.run([sys.executable, "-c", KILLED_AFTER_THE_HOSTS_LOG, home, str(sig)],
+                          cwd=root, env=clean_env(), capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == (-sig if sig == signal.SIGKILL else 130), done.stderr
     killed = [x for x in audit_lines(guest / ".rotifer") if x.get("agent") == "bot"][-1]
-    assert killed["action"] in ("move", "move_out", "move_drop"), killed
+    assert killed["action"] == ("move_out" if sig == signal.SIGKILL else "rolled_back"), killed
+    if sig == signal.SIGINT:
+        check_history(guest)  # the move that did not happen is not in its history
     ok(root, "agent", "move", "bot", "--to", home, "-q")
     lines = [x for x in audit_lines(guest / ".rotifer") if x.get("agent") == "bot"]
     moves = [i for i, x in enumerate(lines) if x["action"] == "move"]

@@ -187,16 +187,21 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
 def _settle_mirror(source: MemoryStore, mirror: AuditLog, change: Change, now: int) -> None:
     """The move's lines went to the source project's log too, and the move failed:
     if the source still has the agent (the move did not commit), that log gets
-    their ``rolled_back`` line as well.  Best effort: a move run again writes it
-    before its own lines there (see :mod:`..audit.pending`)."""
-    if change.seq is None:
+    their ``rolled_back`` line as well, written holding the agent (a move run
+    again meanwhile would put its lines first).  Best effort: a move run again
+    writes it before its own lines there (see :mod:`..audit.pending`)."""
+    if change.seq is None or change.agent_id is None:
         return
+    agent_id = change.agent_id
     try:
-        if not source.has_agent(agent_id := str(change.agent_id)):
-            return
-        mirror.write([rolled_back_line(format_time(max(now, source.clock.now_us())), agent_id,
-                                       change.seq, "its move was cut off; it did not commit",
-                                       DEPLOYER, change.epoch)])
+        with source.backend.write(agent_id) as tx:
+            record = tx.get_agent(agent_id)
+            if record is None or record.next_seq != change.seq:
+                return  # the move committed after all (or the agent changed since)
+            mirror.write([rolled_back_line(format_time(max(now, source.clock.now_us())),
+                                           agent_id, change.seq,
+                                           "its move was cut off; it did not commit",
+                                           DEPLOYER, change.epoch)])
     except Exception:
         pass
 
