@@ -83,11 +83,13 @@ def _dropped_epoch(path: Any, agent: str) -> str:
     its last ``move`` took out of the store (``""``: none): where a deleted
     agent's history ends, or a history this project's store held until another
     project moved the memory out of it."""
-    epoch = ""
+    epoch, last = "", (-1, -1)
     if path is not None:
-        for logged in scan(path, agent, chain=False):
-            if logged.line.get("action") in (DROP_AGENT, MOVE):
-                epoch = str(logged.line.get("epoch", ""))
+        for action in (DROP_AGENT, MOVE):  # two quick passes: only those lines are parsed
+            for logged in scan(path, agent, chain=False, only=f'"{action}"'.encode()):
+                at = (-1, -1) if logged.place is None else logged.place[:2]
+                if logged.line.get("action") == action and at >= last:
+                    epoch, last = str(logged.line.get("epoch", "")), at
     return epoch
 BLOCK = 1 << 16
 
