@@ -133,6 +133,16 @@ def test_many_interrupted_moves_end_true(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_many_interrupted_moves_in_and_out_of_another_project_end_true(tmp_path: Path) -> None:
+    """Into another project's store and out again, cut off at random: that project's
+    log reads and verifies too, after every move in and every move out."""
+    root = project(tmp_path / "p")
+    guest = init_project(tmp_path / "q")
+    print(trials(root, f"sqlite:{guest / '.rotifer' / 'playground.db'}", 16, seed=37,
+                 guest=guest))
+
+
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_many_interrupted_moves_to_postgres_end_true(tmp_path: Path,
                                                      pg_fresh_url: str) -> None:
