@@ -249,3 +249,24 @@ def test_a_memory_the_project_keeps_in_another_projects_store_moved_out_is_logge
     said = ok(other, "agent", "audit", "verify", "bot")
     assert said.startswith("OK agent 'bot'") and "its move out" in said, said
     assert "OK agent 'bot'" in ok(root, "agent", "audit", "verify", "bot")
+
+
+def test_a_move_out_an_older_rotifer_did_not_log_there_is_said_so(proj: Path,
+                                                                  tmp_path: Path) -> None:
+    """A log an older rotifer left: the move into this project's store is in it, the
+    move out (which that rotifer logged in the agent's own project only) is not.
+    ``audit show`` and ``verify`` there say where the history is, rather than
+    showing the history before the move in as if it had ended there."""
+    other = make_project(tmp_path / "other")
+    log = other / ".rotifer" / "audit.jsonl"
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{other / '.rotifer' / 'playground.db'}",
+       "-q")
+    before = log.read_bytes()
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
+       "-q")
+    assert log.read_bytes() != before
+    log.write_bytes(before)  # as that rotifer left it
+    for command in ("show", "verify"):
+        err = refused(other, "AGENT_NOT_FOUND", "agent", "audit", command, "bot")
+        assert "the project that keeps its spec moved it out" in err, err
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")

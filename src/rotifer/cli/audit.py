@@ -137,15 +137,13 @@ def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
     from rotifer.genes.errors import AgentNotFound
     from rotifer.memory.audit.history import audit_history
 
-    from .guest import moved_away
+    from .guest import gone, moved_away
 
     kept = list(lines)
     away = moved_away(store, name)
     if not kept and not any(True for _ in audit_history(store, name, limit=1)):
         raise AgentNotFound(
-            f"no agent '{name}' here: its memory was in this project's store until the "
-            "project that keeps its spec moved it out; that project's log holds its history"
-            if away else
+            gone(name) if away else
             f"no agent '{name}', and the audit log holds no history of one by that name")
     common.hint(f"agent '{name}' has no spec in this project: its memory was in this "
                 "project's store until the project that keeps its spec moved it out; this "

@@ -60,22 +60,31 @@ def moved_in(store: MemoryStore, name: str) -> str | None:
 def moved_away(store: MemoryStore, name: str) -> bool:
     """Was ``name``'s memory in this project's store (moved in by another project,
     or kept here by one whose configured store this is) and moved out of it by
-    that project?  The store has no memory of it now, and the last line of this
-    project's log that ended a memory of it is a ``move``, not a ``drop_agent``."""
-    from rotifer.memory.audit.actions import DROP_AGENT, MOVE
+    that project?  The store has no memory of it now, and the last memory of it
+    this project's log saw end ended with a ``move`` that nothing in this log
+    continues -- or the log holds a move into this store (one moved out again by
+    an older rotifer, which wrote nothing here)."""
+    from rotifer.memory.audit.actions import MOVE
+    from rotifer.memory.audit.lineage import memory_end
     from rotifer.memory.audit.read import LogProblem, scan
 
     path = store.audit.path
     if path is None or store.has_agent(name):
         return False
-    last = None
     try:
-        for logged in scan(path, name, chain=False):
-            if logged.line.get("action") in (DROP_AGENT, MOVE):
-                last = logged.line.get("action")
+        ended = memory_end(path, name)
+        return (ended is not None and ended[0] == MOVE) or any(
+            logged.line.get("via") == "move"
+            for logged in scan(path, name, chain=False, only=b'"import_agent"'))
     except LogProblem:
         return False
-    return last == MOVE
+
+
+def gone(name: str) -> str:
+    """What is said of a memory moved out of this project's store whose history
+    this project's log does not hold."""
+    return (f"no agent '{name}' here: its memory was in this project's store until the "
+            "project that keeps its spec moved it out; that project's log holds its history")
 
 
 def hint(name: str, source: str) -> None:
@@ -123,8 +132,9 @@ def verify_moved_away(store: MemoryStore, name: str) -> str:
     log's hash chain, and its history of the memory replayed up to the move out
     (its last committed change), with nothing left of it in the store; the
     summary, or RotiferError AUDIT_MISMATCH."""
+    from rotifer.genes.errors import AgentNotFound
     from rotifer.memory.audit.actions import MOVE
-    from rotifer.memory.audit.lineage import find_imports, history_lines, lineage
+    from rotifer.memory.audit.lineage import find_imports, history_lines, lineage, memory_end
     from rotifer.memory.audit.read import LogProblem, Scan, scan
     from rotifer.memory.audit.replay import Replay, compare
 
@@ -133,11 +143,13 @@ def verify_moved_away(store: MemoryStore, name: str) -> str:
     stats = Scan()
     out: dict[str, object] | None = None
     try:
+        ended = memory_end(path, name)
         for logged in scan(path, name, stats):  # the chain, over the whole log
-            if logged.line.get("action") == MOVE:
+            if logged.line.get("action") == MOVE and ended is not None and \
+                    logged.line.get("epoch", "") == ended[1]:
                 out = logged.line
-        if out is None:
-            raise LogProblem(f"this log holds no move of {name!r} out of this project's store")
+        if out is None or ended is None or ended[0] != MOVE:  # moved out by an older rotifer
+            raise AgentNotFound(gone(name))
         imports, _ = find_imports(path, name)
         replay = Replay(name)
         for logged in history_lines(path, name, lineage(str(out.get("epoch", "")), imports)):
@@ -157,4 +169,4 @@ def verify_moved_away(store: MemoryStore, name: str) -> str:
             f"{common.plural(stats.lines, 'line')}")
 
 
-__all__ = ["hint", "moved_away", "moved_in", "verify_guest", "verify_moved_away"]
+__all__ = ["gone", "hint", "moved_away", "moved_in", "verify_guest", "verify_moved_away"]
