@@ -9,8 +9,12 @@ for that change's would leave a committed change out (and verify would then
 fail, the store having one more change than the log).  And a log that already
 holds such a late line (written by an earlier rotifer) is read right.
 
-The kill is real: a child process runs the operation and SIGKILLs itself the
-moment ``log_change`` returns (its lines appended, nothing committed).
+The kill is real: a child process runs the operation (a gene's write or delete,
+the deployer's delete of a key or a category, an agent's removal, an import)
+and SIGKILLs itself the moment ``log_change`` returns (its lines appended,
+nothing committed).  An import is the one change not retried under its number:
+it makes a new memory (a new epoch), so its killed lines stay outside the
+history instead.
 """
 
 from __future__ import annotations
@@ -65,6 +69,11 @@ elif op == "delete_key":
     store.deployer("agent").delete_key("old")
 elif op == "delete_category":
     store.deployer("agent").delete_category("CONTEXT")
+elif op == "drop_agent":
+    store.drop_agent("agent")
+elif op == "import":
+    from rotifer.memory.transfer import import_agent
+    import_agent(store, Path(sys.argv[4]))
 sys.exit("not killed")
 '''
 
@@ -74,6 +83,7 @@ RETRY = {
     "delete": lambda s: s.for_gene("agent", A, "d").delete_memory("old"),
     "delete_key": lambda s: s.deployer("agent").delete_key("old"),
     "delete_category": lambda s: s.deployer("agent").delete_category("CONTEXT"),
+    "drop_agent": lambda s: s.drop_agent("agent"),
 }
 
 
@@ -274,3 +284,33 @@ def test_a_retry_timed_like_the_killed_change_still_settles_it_first(
         assert report.ok and report.repaired == 0, report.message
     shown = [x for x in audit_history(store, "agent") if x.get("seq") == killed["seq"]]
     assert [(x["key"], x["bytes"]) for x in shown] == [("k", len(b"k") + len(b"retried"))]
+
+
+def test_a_killed_import_lies_outside_the_history_of_the_import_made_again(
+        store_factory: StoreFactory, store: MemoryStore, rot: Path, tmp_path: Path) -> None:
+    """An import makes a new memory with a new epoch: the one killed after its lines
+    went out and the one run again are two memories, not one change numbered twice.
+    The killed one's lines get no rolled_back line (nothing in the store names their
+    epoch), and neither ``audit verify`` nor ``show`` counts them."""
+    from rotifer.memory.transfer import export_agent
+
+    store.for_gene("agent", A, "d").write_memory("old", b"v", "CONTEXT")
+    export_agent(store, "agent", tmp_path / "agent.json")
+    store.drop_agent("agent")
+    done = subprocess.run([sys.executable, "-c", KILLED, str(rot), store_factory.url(), "import",
+                           str(tmp_path / "agent.json")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    killed = audit_lines(rot)[-1]
+    assert killed["action"] in ("import_agent", "import"), killed
+    assert not store.has_agent("agent")
+    from rotifer.memory.transfer import import_agent
+
+    import_agent(store, tmp_path / "agent.json")
+    lines = _agent_lines(rot)
+    assert not [x for x in lines if x["action"] == "rolled_back"]
+    report = verify_agent(store, "agent", full=True)
+    assert report.ok and report.repaired == 0, report.message
+    shown = list(audit_history(store, "agent"))
+    assert killed["epoch"] not in {x.get("epoch") for x in shown}
+    assert [x["action"] for x in shown].count("import_agent") == 1
