@@ -270,3 +270,24 @@ def test_a_move_out_an_older_rotifer_did_not_log_there_is_said_so(proj: Path,
         err = refused(other, "AGENT_NOT_FOUND", "agent", "audit", command, "bot")
         assert "the project that keeps its spec moved it out" in err, err
     assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+
+
+@PG
+def test_a_move_out_of_another_projects_store_to_postgres_is_logged_there(
+        proj: Path, tmp_path: Path, pg_fresh_url: str) -> None:
+    """Out of another project's store into PostgreSQL: that project's log records the
+    move out as for any destination, and the agent's own project reads the history
+    on (partly from PostgreSQL's copy of the lines)."""
+    other = make_project(tmp_path / "other")
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{other / '.rotifer' / 'playground.db'}",
+       "-q")
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:1]}))
+    ok(proj, "agent", "move", "bot", "--to", pg_fresh_url, "-q")
+    here = shown(other)
+    assert here[-1]["action"] in ("move", "move_out", "move_drop")
+    said = ok(other, "agent", "audit", "verify", "bot")
+    assert said.startswith("OK agent 'bot'") and "its move out" in said, said
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:1]}))
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+    assert [x["seq"] for x in shown(proj) if x["action"] == "write"] == [1, 2, 3, 4]
