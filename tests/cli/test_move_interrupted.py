@@ -26,6 +26,7 @@ import pytest
 
 from rotifer.memory import MemoryStore
 
+from ..audit_reading import audit_lines
 from .helpers import clean_env, init_project, ok, rotifer_command
 
 ENTRIES = 600
@@ -99,7 +100,7 @@ def trials(root: Path, other: str, count: int, seed: int,
         assert bound(root, home) == to
         where = to
         check_history(root)
-        if guest is not None and to == other:
+        if guest is not None:  # its log records the moves in and out of its store
             check_history(guest)
         listed = ok(root, "agent", "memory", "list", "bot", "--json")
         assert listed.count('"key"') >= ENTRIES * 3 // 4  # CACHE may stay behind
@@ -129,6 +130,16 @@ def test_interrupted_moves_into_another_project_end_true_in_both_logs(tmp_path: 
 def test_many_interrupted_moves_end_true(tmp_path: Path) -> None:
     root = project(tmp_path / "p")
     print(trials(root, f"sqlite:{tmp_path / 'other.db'}", 20, seed=1))
+
+
+@pytest.mark.slow
+def test_many_interrupted_moves_in_and_out_of_another_project_end_true(tmp_path: Path) -> None:
+    """Into another project's store and out again, cut off at random: that project's
+    log reads and verifies too, after every move in and every move out."""
+    root = project(tmp_path / "p")
+    guest = init_project(tmp_path / "q")
+    print(trials(root, f"sqlite:{guest / '.rotifer' / 'playground.db'}", 16, seed=37,
+                 guest=guest))
 
 
 @pytest.mark.slow
@@ -221,3 +232,51 @@ def test_a_move_killed_after_the_copy_is_finished_by_a_retry(
     check_history(root)
     ok(root, "agent", "move", "bot", "--to", other, "-q")  # read partly from PostgreSQL
     check_history(root)
+
+
+KILLED_AFTER_THE_HOSTS_LOG = '''
+import os, signal, sys
+from rotifer.memory.transfer import move
+from rotifer.cli.main import main
+
+written = move.write_in_batches
+SIG = int(sys.argv[2])
+
+def die(*args):  # the move out is in the other project's log; the source has not committed
+    written(*args)
+    os.kill(os.getpid(), SIG)
+
+move.write_in_batches = die
+sys.argv = ["rotifer", "agent", "move", "bot", "--to", sys.argv[1], "-q"]
+main()
+'''
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_move_out_of_another_project_cut_off_after_its_log_is_finished_by_a_retry(
+        tmp_path: Path, sig: int) -> None:
+    """The agent's memory in another project's store, moved home and cut off once the
+    move's lines are in that project's log, before the source committed: that log
+    gets the cut-off move's rolled_back line -- from the move itself after a Ctrl-C
+    (it removes its copy again), from the retried move, before its own lines, after
+    a kill -- so both logs show and verify the history."""
+    root = project(tmp_path / "p")
+    guest = init_project(tmp_path / "q")
+    ok(root, "agent", "move", "bot", "--to", f"sqlite:{guest / '.rotifer' / 'playground.db'}",
+       "-q")
+    home = f"sqlite:{(root / '.rotifer' / 'playground.db').resolve()}"
+    done = subprocess.run([sys.executable, "-c", KILLED_AFTER_THE_HOSTS_LOG, home, str(sig)],
+                          cwd=root, env=clean_env(), capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == (-sig if sig == signal.SIGKILL else 130), done.stderr
+    killed = [x for x in audit_lines(guest / ".rotifer") if x.get("agent") == "bot"][-1]
+    assert killed["action"] == ("move_out" if sig == signal.SIGKILL else "rolled_back"), killed
+    if sig == signal.SIGINT:
+        check_history(guest)  # the move that did not happen is not in its history
+    ok(root, "agent", "move", "bot", "--to", home, "-q")
+    lines = [x for x in audit_lines(guest / ".rotifer") if x.get("agent") == "bot"]
+    moves = [i for i, x in enumerate(lines) if x["action"] == "move"]
+    rolled = [i for i, x in enumerate(lines) if x["action"] == "rolled_back"]
+    assert len(rolled) == 1 and moves[-2] < rolled[0] < moves[-1], lines
+    check_history(root)
+    check_history(guest)

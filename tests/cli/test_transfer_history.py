@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import audit, ok, refused
+from .helpers import audit, ok, refused, run
 from .test_transfer_cli import WRITES, make_project
 
 PG = pytest.mark.postgres
@@ -105,11 +105,12 @@ def test_a_moves_destination_project_logs_the_move(proj: Path, tmp_path: Path) -
     assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
     assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
     assert shown(other)[-1]["seq"] == source[-1]["seq"]  # this log's history ends at the move
-    # Moved away again: the destination project says where the agent went, not "no history".
+    # Moved away again: the destination project's log records that too, and says so.
     ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
        "-q")
-    err = refused(other, "AGENT_NOT_FOUND", "agent", "audit", "show", "bot")
-    assert "moved its memory into this project's store and out again" in err, err
+    done = run(other, "agent", "audit", "show", "bot")
+    assert done.returncode == 0 and "move_out" in done.stdout.splitlines()[1], done
+    assert "the project that keeps its spec moved it out" in done.stderr, done
 
 
 def test_a_history_an_interrupted_import_left_is_not_carried_twice(proj: Path,
@@ -190,3 +191,103 @@ def test_a_second_move_there_carries_only_what_came_since(proj: Path, tmp_path: 
         [(x["action"], x.get("seq")) for x in source if "seq" in x]
     assert "OK agent 'bot'" in ok(other, "agent", "audit", "verify", "bot")
     assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+
+
+def test_a_move_out_of_another_projects_store_is_logged_there(proj: Path,
+                                                               tmp_path: Path) -> None:
+    """Moved into another project's store, changed there by its own project, then
+    moved out again: that project's log gets the changes it lacks and the move out,
+    chained, so ``audit show`` there reads the history up to the move out (as the
+    agent's own project's log has it) and ``audit verify`` there passes; the agent's
+    own project verifies too."""
+    other = make_project(tmp_path / "other")
+    there = f"sqlite:{other / '.rotifer' / 'playground.db'}"
+    ok(proj, "agent", "move", "bot", "--to", there, "-q")
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:2]}))
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
+       "-q")
+    source = shown(proj)
+    home = max(i for i, x in enumerate(source) if x["action"] == "import_agent")
+    out = ok(other, "agent", "audit", "show", "bot", "--json")
+    here = [json.loads(x) for x in reversed(out.splitlines())]
+    # Everything up to the move out, not the import back home (the other project's).
+    assert [(x["action"], x.get("seq"), x.get("epoch"), x.get("key")) for x in here] == \
+        [(x["action"], x.get("seq"), x.get("epoch"), x.get("key")) for x in source[:home]]
+    assert [x["action"] for x in here].count("write") + \
+        [x["action"] for x in here].count("update") == 6  # four before, two while there
+    said = ok(other, "agent", "audit", "verify", "bot")
+    assert said.startswith("OK agent 'bot'") and "its move out" in said, said
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+    # The other project's log is chained: an edit there is caught there.
+    log = other / ".rotifer" / "audit.jsonl"
+    text = log.read_text()
+    last_move = text.rindex('"action":"move"')
+    log.write_text(text[:last_move] + '"action":"mvoe"' + text[last_move + 15:])
+    refused(other, "AUDIT_MISMATCH", "agent", "audit", "verify", "bot")
+
+
+def test_a_memory_the_project_keeps_in_another_projects_store_moved_out_is_logged_there(
+        tmp_path: Path) -> None:
+    """A project whose configured store is another project's ``playground.db`` (its
+    agents' memories live there from the start; their changes are logged in the
+    project's own log): moving an agent out writes its history and the move into
+    the other project's log too, which shows and verifies it."""
+    other = make_project(tmp_path / "other")
+    root = make_project(tmp_path / "proj")
+    use_store(root, f"sqlite:{other / '.rotifer' / 'playground.db'}")
+    ok(root, "agent", "create", "bot", "--genes", "memo", "--memory-quota", "4KB")
+    ok(root, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES}))
+    assert [x for x in audit(other) if x.get("agent") == "bot"] == []
+    ok(root, "agent", "move", "bot", "--to", f"sqlite:{root / '.rotifer' / 'playground.db'}",
+       "-q")
+    source = shown(root)
+    home = max(i for i, x in enumerate(source) if x["action"] == "import_agent")
+    out = ok(other, "agent", "audit", "show", "bot", "--json")
+    here = [json.loads(x) for x in reversed(out.splitlines())]
+    assert [(x["action"], x.get("seq")) for x in here] == \
+        [(x["action"], x.get("seq")) for x in source[:home]]
+    said = ok(other, "agent", "audit", "verify", "bot")
+    assert said.startswith("OK agent 'bot'") and "its move out" in said, said
+    assert "OK agent 'bot'" in ok(root, "agent", "audit", "verify", "bot")
+
+
+def test_a_move_out_an_older_rotifer_did_not_log_there_is_said_so(proj: Path,
+                                                                  tmp_path: Path) -> None:
+    """A log an older rotifer left: the move into this project's store is in it, the
+    move out (which that rotifer logged in the agent's own project only) is not.
+    ``audit show`` and ``verify`` there say where the history is, rather than
+    showing the history before the move in as if it had ended there."""
+    other = make_project(tmp_path / "other")
+    log = other / ".rotifer" / "audit.jsonl"
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{other / '.rotifer' / 'playground.db'}",
+       "-q")
+    before = log.read_bytes()
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
+       "-q")
+    assert log.read_bytes() != before
+    log.write_bytes(before)  # as that rotifer left it
+    for command in ("show", "verify"):
+        err = refused(other, "AGENT_NOT_FOUND", "agent", "audit", command, "bot")
+        assert "the project that keeps its spec moved it out" in err, err
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+
+
+@PG
+def test_a_move_out_of_another_projects_store_to_postgres_is_logged_there(
+        proj: Path, tmp_path: Path, pg_fresh_url: str) -> None:
+    """Out of another project's store into PostgreSQL: that project's log records the
+    move out as for any destination, and the agent's own project reads the history
+    on (partly from PostgreSQL's copy of the lines)."""
+    other = make_project(tmp_path / "other")
+    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{other / '.rotifer' / 'playground.db'}",
+       "-q")
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:1]}))
+    ok(proj, "agent", "move", "bot", "--to", pg_fresh_url, "-q")
+    here = shown(other)
+    assert here[-1]["action"] in ("move", "move_out", "move_drop")
+    said = ok(other, "agent", "audit", "verify", "bot")
+    assert said.startswith("OK agent 'bot'") and "its move out" in said, said
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+    ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:1]}))
+    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+    assert [x["seq"] for x in shown(proj) if x["action"] == "write"] == [1, 2, 3, 4]

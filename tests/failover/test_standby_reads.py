@@ -128,3 +128,32 @@ def test_the_cli_lists_from_a_standby_says_so_and_runs_genes_on_the_primary_only
             served.stop()
         assert page.status == 200 and "CONTEXT" in page.text
         assert ('id="standby"' in page.text) is shown
+
+
+def test_a_standby_that_has_not_replayed_the_schema_yet_says_so(
+        pair: PgPair, tmp_path: Path) -> None:
+    """The primary made rotifer's schema, the standby has not replayed it yet (its
+    replay paused, so this is no race): opening the standby says the schema is not
+    there yet and what to do (wait, or open the primary) -- not that changes need
+    the primary, which is no help to a reader.  Once replayed, the open works."""
+    standby_node = pair.node(pair.standby)
+    standby_node.sql("SELECT pg_wal_replay_pause()")
+    try:
+        deadline = time.monotonic() + 30
+        while standby_node.sql("SELECT pg_get_wal_replay_pause_state()") != [("paused",)]:
+            assert time.monotonic() < deadline, "the standby's replay did not pause"
+            time.sleep(0.05)
+        MemoryStore.open(tmp_path / ".rotifer", pair.url()).close()  # makes the schema
+        with pytest.raises(AgentMemoryError) as refused:
+            MemoryStore.open(tmp_path / ".rotifer", pair.url(attrs="standby"))
+        message = str(refused.value)
+        assert refused.value.code is ErrorCode.STORAGE_ERROR
+        assert "schema" in message and "not replayed" in message, message
+        assert "wait" in message and "primary" in message, message
+        assert "changes need the primary" not in message, message
+    finally:
+        standby_node.sql("SELECT pg_wal_replay_resume()")
+    pair.wait_replayed()
+    standby = MemoryStore.open(tmp_path / ".rotifer", pair.url(attrs="standby"))
+    assert standby.backend.read_only
+    standby.close()

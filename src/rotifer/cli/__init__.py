@@ -3,8 +3,8 @@
 - :mod:`rotifer.cli.entry`    -- the console script (Ctrl-C during start-up)
 - :mod:`rotifer.cli.main`     -- the group, error reporting, ``init``, ``wrap``,
   ``compile``, ``run``, ``test``
-- :mod:`rotifer.cli.agent`    -- ``agent create | list | run | update-genes`` and
-  ``agent memory list | delete``
+- :mod:`rotifer.cli.agent`    -- ``agent create | list | run | update-genes``
+- :mod:`rotifer.cli.memory`   -- ``agent memory list | delete``
 - :mod:`rotifer.cli.transfer` -- ``agent move | export | import``
 - :mod:`rotifer.cli.importing` -- what ``agent import`` does (the spec and the
   history an export carries)

@@ -137,16 +137,18 @@ def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
     from rotifer.genes.errors import AgentNotFound
     from rotifer.memory.audit.history import audit_history
 
-    kept = list(lines)
-    if not kept and not any(True for _ in audit_history(store, name, limit=1)):
-        from .guest import moved_away
+    from .guest import gone, moved_away
 
+    kept = list(lines)
+    away = moved_away(store, name)
+    if not kept and not any(True for _ in audit_history(store, name, limit=1)):
         raise AgentNotFound(
-            f"no agent '{name}' here: another project moved its memory into this "
-            "project's store and out again; that project's log holds its history"
-            if moved_away(store, name) else
+            gone(name) if away else
             f"no agent '{name}', and the audit log holds no history of one by that name")
-    common.hint(f"agent '{name}' was deleted; this is the history of its memory")
+    common.hint(f"agent '{name}' has no spec in this project: its memory was in this "
+                "project's store until the project that keeps its spec moved it out; this "
+                "is the history this project's log holds, up to the move out" if away else
+                f"agent '{name}' was deleted; this is the history of its memory")
     return kept
 
 
@@ -175,9 +177,14 @@ def verify_command(ctx: click.Context, name: str, full: bool, quiet: bool) -> No
     try:
         store, deleted = _open_history(ctx, name, say=False)
         with store:
+            from .guest import moved_away, moved_in, verify_guest, verify_moved_away
+
+            if deleted and not _has_spec(ctx, name) and moved_away(store, name):
+                done()
+                click.echo("OK " + common.said(verify_moved_away(store, name)))
+                return
             if deleted:  # no spec and no memory: the same refusal as before
                 _open(ctx, name).close()
-            from .guest import moved_in, verify_guest
 
             source = None if _has_spec(ctx, name) else moved_in(store, name)
             if source is not None:

@@ -16,6 +16,12 @@ verify`` run in OTHER, which has no spec of the agent, read it there:
   log: it is not checked here, and the summary says so); once P has changed the
   memory again, the changes since are in P's log only, and ``verify`` checks
   OTHER's chain and says where the rest is.
+
+When P moves the memory out of OTHER's store again, OTHER's log gets the
+changes P made there since and the move (:func:`~rotifer.memory.transfer.move_agent`'s
+``source_mirror``): ``show`` prints the history up to the move out, and
+``verify`` (:func:`verify_moved_away`) checks OTHER's chain and replays that
+history, which must end with the move and leave nothing in the store.
 """
 
 from __future__ import annotations
@@ -52,18 +58,33 @@ def moved_in(store: MemoryStore, name: str) -> str | None:
 
 
 def moved_away(store: MemoryStore, name: str) -> bool:
-    """Does this project's log hold a move of ``name`` into its store (by another
-    project: the agent has no spec here), which has no memory of it now?"""
+    """Was ``name``'s memory in this project's store (moved in by another project,
+    or kept here by one whose configured store this is) and moved out of it by
+    that project?  The store has no memory of it now, and the last memory of it
+    this project's log saw end ended with a ``move`` that nothing in this log
+    continues -- or the log holds a move into this store (one moved out again by
+    an older rotifer, which wrote nothing here)."""
+    from rotifer.memory.audit.actions import MOVE
+    from rotifer.memory.audit.lineage import memory_end
     from rotifer.memory.audit.read import LogProblem, scan
 
     path = store.audit.path
     if path is None or store.has_agent(name):
         return False
     try:
-        return any(logged.line.get("via") == "move"
-                   for logged in scan(path, name, chain=False, only=b'"import_agent"'))
+        ended = memory_end(path, name)
+        return (ended is not None and ended[0] == MOVE) or any(
+            logged.line.get("via") == "move"
+            for logged in scan(path, name, chain=False, only=b'"import_agent"'))
     except LogProblem:
         return False
+
+
+def gone(name: str) -> str:
+    """What is said of a memory moved out of this project's store whose history
+    this project's log does not hold."""
+    return (f"no agent '{name}' here: its memory was in this project's store until the "
+            "project that keeps its spec moved it out; that project's log holds its history")
 
 
 def hint(name: str, source: str) -> None:
@@ -106,4 +127,46 @@ def verify_guest(store: MemoryStore, name: str, source: str) -> str:
     return (f"{report.message}; it was moved here from {source}: its anchor is in the log "
             f"of the project that keeps its spec, checked by {there}")
 
-__all__ = ["hint", "moved_away", "moved_in", "verify_guest"]
+def verify_moved_away(store: MemoryStore, name: str) -> str:
+    """``audit verify`` of a memory another project moved in and out again: this
+    log's hash chain, and its history of the memory replayed up to the move out
+    (its last committed change), with nothing left of it in the store; the
+    summary, or RotiferError AUDIT_MISMATCH."""
+    from rotifer.genes.errors import AgentNotFound
+    from rotifer.memory.audit.actions import MOVE
+    from rotifer.memory.audit.lineage import find_imports, history_lines, lineage, memory_end
+    from rotifer.memory.audit.read import LogProblem, Scan, scan
+    from rotifer.memory.audit.replay import Replay, compare
+
+    path = store.audit.path
+    assert path is not None
+    stats = Scan()
+    out: dict[str, object] | None = None
+    try:
+        ended = memory_end(path, name)
+        for logged in scan(path, name, stats):  # the chain, over the whole log
+            if logged.line.get("action") == MOVE and ended is not None and \
+                    logged.line.get("epoch", "") == ended[1]:
+                out = logged.line
+        if out is None or ended is None or ended[0] != MOVE:  # moved out by an older rotifer
+            raise AgentNotFound(gone(name))
+        imports, _ = find_imports(path, name)
+        replay = Replay(name)
+        for logged in history_lines(path, name, lineage(str(out.get("epoch", "")), imports)):
+            replay.feed(logged)
+        replay.finish(None, False)
+        with store.backend.read() as tx:
+            compare(replay, tx, name)
+        if replay.exists is not False:
+            raise LogProblem(f"the history of {name!r} in this log does not end with its move "
+                             "out of this project's store (the log was cut or rewritten)")
+    except LogProblem as exc:
+        raise RotiferError(str(exc), code="AUDIT_MISMATCH") from None
+    return (f"agent {name!r}: {common.plural(replay.changes, 'committed change')}, "
+            f"{common.plural(replay.lines, 'line')} up to change {out.get('seq')}, its move "
+            f"out of this project's store to {out.get('to', 'another store')} by the project "
+            "that keeps its spec, whose log holds its history since; hash chain intact over "
+            f"{common.plural(stats.lines, 'line')}")
+
+
+__all__ = ["gone", "hint", "moved_away", "moved_in", "verify_guest", "verify_moved_away"]

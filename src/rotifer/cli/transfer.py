@@ -109,15 +109,20 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
             _not_where_it_is(project, name, url, describe(source))
             with MemoryStore.open(project.dot, url) as destination:
                 in_the_way = _nothing_in_the_way(name, url, destination, describe(source))
-                guest = _destination_project(project, url)
-                if guest is not None:  # what expired goes first (audited), then the history
-                    source.purge_expired(name)
+                guest = _other_project(project, url)
+                # The other project whose store the agent leaves, if it is one.
+                host = _other_project(project, _current_url(project, name))
+                if guest is not None or host is not None:
+                    source.purge_expired(name)  # what expired goes first (audited), then the history
                 mirror = None if guest is None else AuditLog(guest / "audit.jsonl")
+                origin = None if host is None else AuditLog(host / "audit.jsonl")
                 try:
                     report = move_agent(
                         source, destination, name, keep_cache=keep_cache,
                         quota_bytes=quota_bytes, progress=progress_bar("moving", quiet=quiet),
-                        mirror=mirror, history=_missing_history(source, name, mirror))
+                        mirror=mirror, history=_missing_history(source, name, mirror),
+                        source_mirror=origin,
+                        source_history=_missing_history(source, name, origin))
                 except AgentMemoryError as exc:
                     # A copy in the way that is not what an earlier, killed move of
                     # this very state left (move_agent replaces that one and moves).
@@ -125,8 +130,9 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
                         raise in_the_way from None
                     raise
                 finally:
-                    if mirror is not None:
-                        mirror.close()
+                    for log in (mirror, origin):
+                        if log is not None:
+                            log.close()
                 where = describe(destination)
     binding = None if url == _project_default(project) else url
     try:
@@ -148,10 +154,11 @@ def do_move(project: Project, name: str, to: str, *, keep_cache: bool = False,
     return lines
 
 
-def _destination_project(project: Project, url: str) -> Path | None:
+def _other_project(project: Project, url: str) -> Path | None:
     """The ``.rotifer`` folder of the other project whose store ``url`` is (a
     ``sqlite:`` file in that folder, e.g. its ``playground.db``), or None: its log
-    records a move there too (see :func:`rotifer.memory.transfer.move_agent`)."""
+    records a move there, or out of there, too (see
+    :func:`rotifer.memory.transfer.move_agent`)."""
     if not url.startswith("sqlite:"):
         return None
     folder = Path(url[len("sqlite:"):]).parent
@@ -159,6 +166,13 @@ def _destination_project(project: Project, url: str) -> Path | None:
             folder.resolve() == project.dot.resolve():
         return None
     return folder
+
+
+def _current_url(project: Project, name: str) -> str:
+    """The URL of the store ``name`` uses now, normalized (its binding, else the
+    project's store)."""
+    current = project.memory_url(name)
+    return normalize_url(current, project.root) if current else _project_default(project)
 
 
 def _missing_history(source: MemoryStore, name: str, log: AuditLog | None
@@ -201,9 +215,7 @@ def _not_where_it_is(project: Project, name: str, url: str, where: str) -> None:
     """A move to the store the agent already uses is refused before that store is
     opened a second time: there is nothing to move (and no advice to delete the
     memory "there", which would be its only copy)."""
-    current = project.memory_url(name)
-    here = normalize_url(current, project.root) if current else _project_default(project)
-    if url == here:
+    if url == _current_url(project, name):
         raise AgentMemoryError(ErrorCode.INVALID_INPUT,
                           f"agent '{name}' already uses {where}; nothing to move")
 

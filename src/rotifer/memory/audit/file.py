@@ -44,12 +44,13 @@ import os
 import stat
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..signals import signals_deferred
 from .actions import ROLLED_BACK
+from .pending import Known, earlier_line
 from .text import ENCODER, chain, line_hash, rolled_back_line
 
 try:
@@ -250,6 +251,8 @@ class _Open:
     end: int = -1
     last_hash: str | None = None
     last_mark: Mark | None = None
+    #: What it knows of the agents' last lines without reading (see .pending).
+    known: Known = field(default_factory=Known)
 
 
 class LogFile:
@@ -337,22 +340,25 @@ class LogFile:
             os.close(fd)  # also releases the lock
 
     def append(self, bodies: list[bytes], lines: Sequence[Mapping[str, Any]],
-               placed: Placed | None = None) -> str:
+               placed: Placed | None = None, continues: bool = False) -> str:
         """Append the encoded ``bodies`` (of ``lines``), chained, with a
         ``rolled_back`` line first if the log ends in a phantom of this change;
         return the hash of the last line written (the change's anchor).
-        ``placed`` gets where each line written went (for the history index)."""
+        ``placed`` gets where each line written went (for the history index).
+        ``continues``: the lines go on from this process's last append (the next
+        batch of one long change): no phantom of it can be before them."""
         # The stop signals wait until the lock is released: one handled in
         # between would leave it taken, and every appender waiting (see .signals).
         with signals_deferred() as deferral, self._guard:
             fd, info = self._locked(deferral)
             try:
-                return self._append_locked(fd, info, bodies, lines, placed)
+                return self._append_locked(fd, info, bodies, lines, placed, continues)
             finally:
                 self._release(fd)
 
     def _append_locked(self, fd: int, info: os.stat_result, bodies: list[bytes],
-                       lines: Sequence[Mapping[str, Any]], placed: Placed | None) -> str:
+                       lines: Sequence[Mapping[str, Any]], placed: Placed | None,
+                       continues: bool = False) -> str:
         kept = self._open if self._open is not None and self._open.fd == fd else None
         start = info.st_size
         prefix = b""
@@ -360,7 +366,9 @@ class LogFile:
         if kept is not None and kept.end == start and kept.last_hash is not None:
             # Nobody appended since our last line: the chain needs no read.
             prev, mark = kept.last_hash, kept.last_mark
+            foreign = False
         else:
+            foreign = True
             regular = stat.S_ISREG(info.st_mode)
             tail = os.pread(fd, min(start, TAIL_READ), start - min(start, TAIL_READ)) \
                 if regular and start else b""
@@ -380,7 +388,18 @@ class LogFile:
                 _archived_last_hash(self.path) if regular and start == 0 else None)
             seq = lines[0].get("seq")
             mark = _parsed_mark(last, seq) if last is not None and isinstance(seq, int) else None
-        phantom = _phantom(mark, lines[0])
+        known = None if kept is None or prefix else kept.known
+        if known is not None:
+            known.appending(start, foreign)
+        phantom = None if continues else _phantom(mark, lines[0])
+        agent, seq = lines[0].get("agent"), lines[0].get("seq")
+        if phantom is None and not continues and not prefix and start and stat.S_ISREG(info.st_mode) \
+                and isinstance(agent, str) and isinstance(seq, int) \
+                and (mark is None or mark[0] != agent):
+            # The log's last line is not the agent's: its last numbered line may
+            # still be a killed change of this number, further back (.pending).
+            earlier = earlier_line(fd, start, agent, seq, known)
+            phantom = None if earlier is None else _phantom(_mark(earlier), lines[0])
         if phantom is not None:
             bodies = [ENCODER.encode(phantom).encode(), *bodies]
             lines = [phantom, *lines]
@@ -388,6 +407,7 @@ class LogFile:
         data = prefix + data
         if kept is not None:
             kept.end = -1  # unknown until the write is known to be whole
+            kept.known = Known()  # (and what it holds, until then)
         if start and start + len(data) > self.max_bytes and not prefix \
                 and stat.S_ISREG(info.st_mode):
             number = _roll_over(self.path, data)
@@ -400,6 +420,9 @@ class LogFile:
         if kept is not None and not prefix:
             kept.end, kept.last_hash = start + len(data), final_hash
             kept.last_mark = _mark(lines[-1])
+            if known is not None:
+                kept.known = known
+                known.wrote(lines)
         return final_hash
 
 

@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, cast
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .actions import DROP_AGENT, IMPORT_AGENT, ROLLED_BACK, step_code
+from .actions import IMPORT_AGENT, ROLLED_BACK, step_code
 from .index import (
     ACTION,
     CATEGORY,
@@ -44,8 +44,8 @@ from .index import (
     LineReader,
     key_hash,
 )
-from .lineage import Imports, find_imports, history_lines, lineage, note_import
-from .read import Logged, LogProblem, Scan, scan
+from .lineage import Imports, find_imports, history_lines, lineage, memory_end, note_import
+from .read import Logged, LogProblem, Scan
 from .replay import Replay
 
 if TYPE_CHECKING:
@@ -79,13 +79,12 @@ SPOOL_IN_MEMORY = 8 << 20
 
 
 def _dropped_epoch(path: Any, agent: str) -> str:
-    """The epoch of the memory the agent's last ``drop_agent`` line removed
-    (``""``: none): where a deleted agent's history ends."""
-    epoch = ""
-    if path is not None:
-        for logged in scan(path, agent, chain=False, only=f'"{DROP_AGENT}"'.encode()):
-            epoch = str(logged.line.get("epoch", ""))
-    return epoch
+    """The epoch of the memory the agent's last ``drop_agent`` line removed, or
+    its last ``move`` took out of this project's store (``""``: none): where a
+    deleted agent's history ends, or a history this project's store held until
+    another project moved the memory out of it (see :func:`.lineage.memory_end`)."""
+    ended = memory_end(path, agent)
+    return "" if ended is None else ended[1]
 BLOCK = 1 << 16
 
 

@@ -38,7 +38,7 @@ from json.encoder import encode_basestring as quote
 from pathlib import Path
 from typing import Any
 
-from .actions import IMPORT_AGENT
+from .actions import DROP_AGENT, IMPORT_AGENT, MOVE
 from .read import Logged, Scan, scan
 
 #: (epoch of the new memory) -> (its import's seq, the epoch it continues)
@@ -149,3 +149,36 @@ def find_imports(path: Path | None, agent: str,
             epochs.add(line.get("epoch", ""))
             note_import(imports, line)
     return imports, frozenset(epochs)
+
+
+def memory_end(path: Path | None, agent: str) -> tuple[str, str] | None:
+    """How and where the last memory of ``agent`` this log saw end ended: (the
+    action, its epoch) of the log's last ``drop_agent`` line, or of its last
+    ``move`` whose memory no later line of this log continues (an
+    ``import_agent`` naming it as ``previousEpoch``: a move this project logged
+    at both ends, or one into this project's store); ``None``: none ended.  Two
+    passes that parse only those lines; the later line wins, by its place."""
+    if path is None:
+        return None
+    found: list[tuple[tuple[int, int], str, str]] = []
+    for logged in scan(path, agent, chain=False, only=quote(DROP_AGENT).encode()):
+        if logged.line.get("action") == DROP_AGENT:
+            found.append((_at(logged), DROP_AGENT, str(logged.line.get("epoch", ""))))
+    moved: tuple[tuple[int, int], str, str] | None = None
+    for logged in scan(path, agent, chain=False, only=quote(MOVE).encode()):
+        line = logged.line  # a move's line, or an import's "via": "move"
+        if line.get("action") == MOVE:
+            moved = (_at(logged), MOVE, str(line.get("epoch", "")))
+        elif line.get("action") == IMPORT_AGENT and moved is not None \
+                and line.get("previousEpoch") == moved[2]:
+            moved = None  # that memory went on (in a store whose lines are here too)
+    if moved is not None:
+        found.append(moved)
+    if not found:
+        return None
+    _, action, epoch = max(found)
+    return action, epoch
+
+
+def _at(logged: Logged) -> tuple[int, int]:
+    return (-1, -1) if logged.place is None else (logged.place[0], logged.place[1])

@@ -68,16 +68,18 @@ class AuditLog:
             self._file.close()
 
     def write(self, lines: list[dict[str, Any]], encoded: list[str] | None = None,
-              placed: Placed | None = None) -> str:
+              placed: Placed | None = None, continues: bool = False) -> str:
         """Append ``lines`` (``encoded``: the same, already JSON), chained; raise
         MEMORY_STORAGE_ERROR if they cannot be written.  Returns the hash of the
         last line written (``""`` when nothing is kept): the change's anchor.
-        ``placed`` gets where each line went (see :func:`.file.current_number`)."""
+        ``placed`` gets where each line went (see :func:`.file.current_number`).
+        ``continues``: the next batch of lines this log's last write began (one
+        long change): no ``rolled_back`` line for an earlier change goes first."""
         if not lines or self._file is None:
             return ""
         bodies = [text.encode() for text in (encoded or encode_lines(lines))]
         try:
-            return self._file.append(bodies, lines, placed)
+            return self._file.append(bodies, lines, placed, continues)
         except OSError as exc:
             raise storage(f"cannot write the audit log {self.path}: {exc.strerror or exc}") from exc
 

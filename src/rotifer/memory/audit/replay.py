@@ -120,8 +120,14 @@ class Replay:
         pending = self._pending
         if line.get("action") == ROLLED_BACK or not isinstance(seq, int):
             if line.get("action") == ROLLED_BACK:
-                if isinstance(seq, int):
-                    self._unexplained.pop((epoch, seq), None)
+                if isinstance(seq, int) and (epoch, seq) in self._unexplained:
+                    # An earlier change of this number, found not committed when
+                    # the next one took its number: the line (written late, by
+                    # `audit verify` or an older rotifer) is that one's, not the
+                    # pending change's -- whose fate its successor or the store
+                    # decides, as for any change.
+                    del self._unexplained[(epoch, seq)]
+                    return []
                 if pending is not None and (pending.epoch, pending.seq) == (epoch, seq):
                     self._phantom(pending, True)
                     return self._settled([])

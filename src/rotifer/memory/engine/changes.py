@@ -187,13 +187,14 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
     none), then appended to the log.  From here on a failure must be settled,
     so ``change.logged`` is set first.  Returns the hash of the last line
     appended, the anchor the caller commits as the agent's ``head``."""
+    continues = change is not None and change.appended  # its next batch (a long change)
     if change is not None:
         change.logged = True
     encoded = change.texts if change is not None and change.lines is lines \
         else encode_lines(lines)
     tx.log_lines(agent_id, seq, encoded)
     placed: Placed = []
-    head = audit.write(lines, encoded, placed)
+    head = audit.write(lines, encoded, placed, continues)
     tx.index_lines(rows_for(agent_id, placed))  # committed with the anchor, or not at all
     if change is not None:
         change.appended = True
@@ -217,7 +218,11 @@ def committed(backend: Backend, agent_id: str, seq: int, removes_agent: bool = F
     be under way there and holds that lock until it ends, so the answer is
     final, never "not yet"."""
     with backend.write(agent_id) as tx:
-        record = tx.get_agent(agent_id)
+        return _counted(tx, agent_id, seq, removes_agent)
+
+
+def _counted(tx: Transaction, agent_id: str, seq: int, removes_agent: bool) -> bool:
+    record = tx.get_agent(agent_id)
     if removes_agent:
         return record is None or record.next_seq != seq
     return record is not None and record.next_seq > seq
@@ -228,24 +233,27 @@ def settle(backend: Backend, audit: AuditLog, clock: Clock, change: Change,
     """After a change whose lines were appended failed: if the store says it was
     not committed, append its ``rolled_back`` line.  Best effort: if the store
     cannot be asked or the line cannot be written, the next change of the agent
-    or ``rotifer agent audit verify`` writes it."""
+    or ``rotifer agent audit verify`` writes it.  The agent is held from the
+    question to the line: a change of it made in between would take the same
+    number, and the line would then follow that change's lines."""
     if not change.logged or change.agent_id is None or change.seq is None:
         return
     try:
-        if committed(backend, change.agent_id, change.seq, change.removes_agent):
-            return
-        if not change.appended and change.lines and not audit.ends_with(
-                change.agent_id, change.seq, change.lines[-1]["ts"]):
-            return  # interrupted before its lines went out: nothing to take back
-        if isinstance(exc, AgentMemoryError):
-            # Its public name, which rolled_back lines have always carried.
-            reason = f"not committed: MemoryError {exc.code.value}"
-        else:
-            reason = f"not committed: {type(exc).__name__}"
-        placed: Placed = []
-        audit.write([rolled_back_line(format_time(clock.now_us()), change.agent_id,
-                                      change.seq, reason, change.actor, change.epoch)],
-                    placed=placed)
-        index_outside(backend, change.agent_id, placed)
+        with backend.write(change.agent_id) as tx:
+            if _counted(tx, change.agent_id, change.seq, change.removes_agent):
+                return
+            if not change.appended and change.lines and not audit.ends_with(
+                    change.agent_id, change.seq, change.lines[-1]["ts"]):
+                return  # interrupted before its lines went out: nothing to take back
+            if isinstance(exc, AgentMemoryError):
+                # Its public name, which rolled_back lines have always carried.
+                reason = f"not committed: MemoryError {exc.code.value}"
+            else:
+                reason = f"not committed: {type(exc).__name__}"
+            placed: Placed = []
+            audit.write([rolled_back_line(format_time(clock.now_us()), change.agent_id,
+                                          change.seq, reason, change.actor, change.epoch)],
+                        placed=placed)
+            tx.index_lines(rows_for(change.agent_id, placed))
     except Exception:
         pass

@@ -27,13 +27,15 @@ from .operations import (
     open_source,
     report,
     verify,
+    write_in_batches,
 )
 
 
 def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                keep_cache: bool = False, quota_bytes: int | None = None,
                progress: Progress | None = None, mirror: AuditLog | None = None,
-               history: Iterable[dict[str, Any]] = ()) -> TransferReport:
+               history: Iterable[dict[str, Any]] = (), source_mirror: AuditLog | None = None,
+               source_history: Iterable[dict[str, Any]] = ()) -> TransferReport:
     """Move ``agent_id``'s memory from ``source`` to ``destination``.
 
     Both ends' lines go to ``source.audit`` and ``destination.audit`` (one log,
@@ -43,6 +45,11 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     first), the source's move lines and the destination's import lines, in the
     destination's transaction before its commit, chained in that log, so that
     project's log shows and verifies the move (see docs/backends.md).
+    ``source_mirror`` likewise is the log of the project whose store ``source``
+    is, when that is another project (a move *out* of it): it gets
+    ``source_history`` (the agent's lines it lacks: its changes since it was
+    moved in) and the move's lines, in the source's transaction once the copy
+    is verified, before the source's commit.
 
     How it stays all-or-nothing across two databases:
 
@@ -78,7 +85,8 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
     rolled: list[dict[str, Any]] = []
     source.purge_expired(agent_id)
     src, dst = describe(source), describe(destination)
-    copied = False
+    copied = told = False
+    now = 0
     sha256 = ""
     tally = Tally(None)
     change = Change(agent_id, actor=DEPLOYER, removes_agent=True)
@@ -134,9 +142,11 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
 
             audit_in_batches(source, tx, change, lines())
 
-            def mirrored() -> Iterator[dict[str, Any]]:
-                """What the destination project's log gets before the import."""
-                yield from history
+            def mirrored(earlier: Iterable[dict[str, Any]] = history
+                         ) -> Iterator[dict[str, Any]]:
+                """What the destination project's log gets before the import (and
+                the source project's, with its own ``earlier`` lines)."""
+                yield from earlier
                 if there:  # as in the source's log
                     yield from (dict(x) for x in rolled)
                 for moved_line in lines():  # the move's lines again, numbered as logged
@@ -157,9 +167,14 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
                 raise storage(f"moving {agent_id!r}: the entries changed while they were copied")
             with destination.backend.long_running(), destination.backend.read() as dtx:
                 verify(dtx, moved, checker.entries)
+            if source_mirror is not None:
+                told = True
+                write_in_batches(source_mirror, mirrored(source_history))
             tx.delete_agent(agent_id)
     except BaseException as exc:  # an interrupt after the copy must not leave two copies
         settle(source.backend, source.audit, source.clock, change, exc)
+        if told and source_mirror is not None:
+            _settle_mirror(source, source_mirror, change, now)
         done = copied and _undo_copy(source, destination, agent_id, exc)
         if not done or not isinstance(exc, Exception):
             raise
@@ -167,6 +182,28 @@ def move_agent(source: MemoryStore, destination: MemoryStore, agent_id: str, *,
         if progress is not None:
             progress.finish()
     return report(tally, agent_id, sha256, src, dst)
+
+
+def _settle_mirror(source: MemoryStore, mirror: AuditLog, change: Change, now: int) -> None:
+    """The move's lines went to the source project's log too, and the move failed:
+    if the source still has the agent (the move did not commit), that log gets
+    their ``rolled_back`` line as well, written holding the agent (a move run
+    again meanwhile would put its lines first).  Best effort: a move run again
+    writes it before its own lines there (see :mod:`..audit.pending`)."""
+    if change.seq is None or change.agent_id is None:
+        return
+    agent_id = change.agent_id
+    try:
+        with source.backend.write(agent_id) as tx:
+            record = tx.get_agent(agent_id)
+            if record is None or record.next_seq != change.seq:
+                return  # the move committed after all (or the agent changed since)
+            mirror.write([rolled_back_line(format_time(max(now, source.clock.now_us())),
+                                           agent_id, change.seq,
+                                           "its move was cut off; it did not commit",
+                                           DEPLOYER, change.epoch)])
+    except Exception:
+        pass
 
 
 def _said_rolled_back(source: MemoryStore, agent_id: str, change: Change) -> bool:

@@ -77,6 +77,7 @@ def audit_in_batches(store: MemoryStore, tx: Transaction, change: Change,
     assert change.agent_id is not None and change.seq is not None
     batch: list[dict[str, Any]] = []
     head = ""
+    mirrored = False  # a batch went to the mirror: the next continues it
     for line in lines:
         if change.epoch:
             line["epoch"] = change.epoch
@@ -85,24 +86,28 @@ def audit_in_batches(store: MemoryStore, tx: Transaction, change: Change,
         if len(batch) >= LINES_PER_WRITE:
             head = log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
             if mirror is not None:
-                mirror.write(batch)
+                mirror.write(batch, continues=mirrored)
+                mirrored = True
             batch = []
     if batch:
         head = log_change(tx, store.audit, change.agent_id, change.seq, batch, change)
         if mirror is not None:
-            mirror.write(batch)
+            mirror.write(batch, continues=mirrored)
     return head
 
 
 def write_in_batches(log: AuditLog, lines: Iterable[dict[str, Any]]) -> None:
-    """Append ``lines`` to ``log`` :data:`LINES_PER_WRITE` at a time (chained)."""
+    """Append ``lines`` to ``log`` :data:`LINES_PER_WRITE` at a time (chained; each
+    batch after the first continues it: no rolled_back line goes between them)."""
     batch: list[dict[str, Any]] = []
+    written = False
     for line in lines:
         batch.append(line)
         if len(batch) >= LINES_PER_WRITE:
-            log.write(batch)
+            log.write(batch, continues=written)
+            written = True
             batch = []
-    log.write(batch)
+    log.write(batch, continues=written)
 
 
 class Tally:

@@ -122,6 +122,7 @@ class PostgresBackend(Backend):
         except BaseException:
             self.close()
             raise
+        found = None
         try:
             if self._local:
                 pipelined(conn, [("BEGIN", None), *self._local])
@@ -146,8 +147,18 @@ class PostgresBackend(Backend):
                 self.schema = name
         except psycopg.Error as exc:
             self.close()
-            raise self._failed(conn, exc, f"the memory database at {self.location} "
-                                          "is not usable") from exc
+            failed = self._failed(conn, exc, f"the memory database at {self.location} "
+                                             "is not usable")
+            if found is None and isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+                # A standby that has not replayed the schema the primary's first
+                # open made (or no open of the primary made it yet).
+                raise storage(
+                    f"the memory database at {self.location} is a read-only standby that "
+                    "has not replayed rotifer's schema yet: wait until it has caught up "
+                    "with its primary and try again (the primary makes the schema when "
+                    "it is first opened), or open the primary (a URL with "
+                    "target_session_attrs=read-write)") from exc
+            raise failed from exc
         except BaseException:
             self.connections.rollback(conn)
             self.connections.give_back(conn)
