@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .file import Placed, current_number
+from .file import Placed, archives, current_number
 
 
 class Entry(NamedTuple):
@@ -134,6 +134,7 @@ class LineReader:
         self.agent = agent
         self._live = current_number(path)
         self._fds: dict[int, int] = {}
+        self._files: list[int] | None = None
         #: How much was read (for a progress report).
         self.lines_read = 0
         self.bytes_read = 0
@@ -204,6 +205,40 @@ class LineReader:
                 yield row, data[at:at + row[2]]
                 at += row[2]
             i = j
+
+    def line_before(self, file_no: int, off: int) -> bytes | None:
+        """The bytes (no newline) of the line just before the place ``file_no:off``
+        in the log -- the last line of the file before when ``off`` is 0 -- or
+        ``None`` when that place starts the log.  Read backwards from there, a
+        block at a time (one small read for a line of usual length)."""
+        if off == 0:
+            earlier = [n for n in self._numbers() if n < file_no]
+            if not earlier:
+                return None
+            file_no = earlier[-1]
+            off = os.fstat(self._fd(file_no)).st_size
+            if off == 0:
+                raise IndexStale(f"file {file_no} of the log is empty")
+        fd = self._fd(file_no)
+        end, step = off - 1, 1024
+        if os.pread(fd, 1, end) != b"\n":
+            raise IndexStale(f"no line ends before {file_no}:{off}")
+        while True:
+            start = max(0, end - step)
+            data = os.pread(fd, end - start, start)
+            self.lines_read += 1
+            self.bytes_read += len(data)
+            cut = data.rfind(b"\n")
+            if cut >= 0 or start == 0:
+                return data[cut + 1:]
+            step *= 4
+
+    def _numbers(self) -> list[int]:
+        """The numbers of the log's files, oldest first (the live file's last)."""
+        if self._files is None:
+            self._files = [int(p.name.rsplit(".", 1)[1]) for p in archives(self.path)]
+            self._files.append(self._live)
+        return self._files
 
     def lines(self, entries: Iterable[IndexRow]) -> Iterator[dict[str, Any]]:
         for entry in entries:
