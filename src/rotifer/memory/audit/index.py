@@ -77,6 +77,9 @@ SEQ, EPOCH, TS_US, ACTION, KEY_HASH, CATEGORY, NBYTES, DIGEST = 3, 4, 5, 6, 7, 8
 END = (1 << 62, 1 << 62)
 
 
+_decode = json.JSONDecoder().decode
+
+
 class IndexStale(Exception):
     """An indexed place does not hold the line its row describes."""
 
@@ -168,21 +171,37 @@ class LineReader:
     def line(self, row: IndexRow) -> tuple[dict[str, Any], bytes]:
         """The line at the place of ``row`` (an :class:`Entry` or an :data:`IndexRow`),
         and its bytes without the newline."""
-        entry = row if isinstance(row, Entry) else Entry(*row)
-        raw = os.pread(self._fd(entry.file_no), entry.length, entry.off)
+        raw = os.pread(self._fd(row[0]), row[2], row[1])
         self.lines_read += 1
         self.bytes_read += len(raw)
-        if len(raw) != entry.length or not raw.endswith(b"\n"):
-            raise IndexStale(f"no whole line at {entry.file_no}:{entry.off}")
+        return self._checked(row, raw), raw[:-1]
+
+    def lines_at(self, rows: Sequence[IndexRow]) -> list[dict[str, Any]]:
+        """The lines at the places of ``rows``, in the rows' order, each checked
+        as :meth:`line` checks it; adjacent places (a run of the agent's lines)
+        are read at once (:meth:`raw_lines`), whichever way the rows go (a page
+        of the history goes newest first)."""
+        order = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1]))
+        out: list[dict[str, Any]] = [{}] * len(rows)
+        for i, (row, raw) in zip(order, self.raw_lines([rows[i] for i in order]), strict=True):
+            out[i] = self._checked(row, raw)
+        return out
+
+    def _checked(self, row: IndexRow, raw: bytes) -> dict[str, Any]:
+        """``raw`` (read at ``row``'s place, with the newline) parsed, if it is
+        the line the row describes (agent, action, number, key), else
+        :class:`IndexStale`."""
+        if len(raw) != row[2] or not raw.endswith(b"\n"):
+            raise IndexStale(f"no whole line at {row[0]}:{row[1]}")
         try:
-            line = json.loads(raw[:-1])
+            line = _decode(raw[:-1].decode("utf-8", "surrogatepass"))
         except ValueError:
-            raise IndexStale(f"no JSON at {entry.file_no}:{entry.off}") from None
+            raise IndexStale(f"no JSON at {row[0]}:{row[1]}") from None
         if not isinstance(line, dict) or line.get("agent") != self.agent \
-                or line.get("action") != entry.action or line.get("seq") != entry.seq \
-                or key_hash(line.get("key")) != entry.key_hash:
-            raise IndexStale(f"another line at {entry.file_no}:{entry.off}")
-        return line, raw[:-1]
+                or line.get("action") != row[ACTION] or line.get("seq") != row[SEQ] \
+                or key_hash(line.get("key")) != row[KEY_HASH]:
+            raise IndexStale(f"another line at {row[0]}:{row[1]}")
+        return line
 
     def raw_lines(self, rows: Sequence[IndexRow]) -> Iterator[tuple[IndexRow, bytes]]:
         """Each row with the bytes at its place (its newline included; shorter if
