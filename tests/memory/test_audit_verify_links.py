@@ -207,3 +207,32 @@ def test_postgres_replays_its_own_copy(store_factory: StoreFactory, tmp_path: Pa
             "'\"bytes\":[0-9]+', '\"bytes\":999') WHERE agent_id = 'a'")
         message, ok, _ = verify_reading(store, "a", repair=False)
         assert not ok, message
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_postgres_with_two_workers_checks_this_workers_lines(
+        store_factory: StoreFactory, tmp_path: Path) -> None:
+    """Two workers, each with its own log, change one agent.  The index's rows
+    name places in the log of the worker that wrote them (a row of the other
+    worker's line where this log holds another line sends verify to this
+    worker's whole log); every line of this worker's log is checked either
+    way, and the replay is the database's, which holds both workers' changes."""
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    one = store_factory(tmp_path / "w1" / ".rotifer", clock=clock)
+    two = store_factory(tmp_path / "w2" / ".rotifer", clock=clock)
+    one.create_agent("a")
+    for n, store in enumerate((one, two, one, two, one)):
+        clock.advance(seconds=1)
+        store.for_gene("a", gene_id("ga"), "d").write_memory(f"d/k{n}", b"v" * (n + 1),
+                                                              "PATTERN")
+    report = verify_agent(one, "a")
+    assert report.ok and "5 committed changes" in report.message, report.message
+    report = verify_agent(two, "a")  # the last change is worker one's: not checked here
+    assert report.ok and "anchor not checked here" in report.message, report.message
+    log = tmp_path / "w1" / ".rotifer" / "audit.jsonl"
+    rows = log.read_bytes().splitlines()
+    forge_actor(rows, 1)  # worker one's first line of a's (after its create line)
+    log.write_bytes(b"".join(r + b"\n" for r in rows))
+    report = verify_agent(one, "a", repair=False)
+    assert not report.ok, report.message
