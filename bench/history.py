@@ -149,29 +149,30 @@ def _before(db: Path, agent: str) -> list[Point]:
 KEEP_ENV = "ROTIFER_BENCH_HISTORY_DIR"
 
 
-def _project(tmp: Path, total: int) -> tuple[Project, float | None]:
-    """The project (see :func:`build`) and the seconds building it took (``None``:
-    kept from an earlier run, in the folder ``$ROTIFER_BENCH_HISTORY_DIR`` names)."""
+def _project(tmp: Path, total: int) -> tuple[Project, float, bool]:
+    """The project (see :func:`build`), the seconds building it took, and whether
+    it was kept from an earlier run (in the folder ``$ROTIFER_BENCH_HISTORY_DIR``
+    names)."""
     kept = os.environ.get(KEEP_ENV)
     root = Path(kept) / f"project-{total}" if kept else tmp / "project"
     done = root / ".built"
     if done.exists():
-        return Project.find(root), None
+        return Project.find(root), float(done.read_text()), True
     if root.exists():
         shutil.rmtree(root)  # a build that did not finish
     root.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     project = build(root, total)
     built_s = time.perf_counter() - start
-    done.write_text(f"{built_s:.0f}\n")
-    return project, built_s
+    done.write_text(f"{built_s:.1f}\n")
+    return project, built_s, False
 
 
 def run(tmp: Path, settings: Settings) -> str:
     total = LINES.get(settings, TINY_LINES)
-    project, built_s = _project(tmp, total)
-    built = f"kept from an earlier run ({KEEP_ENV})" if built_s is None else \
-        f"built in {built_s:.0f} s"
+    project, built_s, kept = _project(tmp, total)
+    built = f"built in {built_s:.0f} s" + (f" by an earlier run, kept by {KEEP_ENV}," if kept
+                                             else "")
     log = project.dot / "audit.jsonl"
     files = [*sorted(project.dot.glob("audit.jsonl.*")), log]
     lines = sum(1 for f in files for _ in open(f, "rb"))  # noqa: SIM115

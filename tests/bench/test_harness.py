@@ -258,13 +258,13 @@ def test_the_history_suite_keeps_its_log_in_the_folder_named(
 
     keep = tmp_path / "keep"
     monkeypatch.setenv(history.KEEP_ENV, str(keep))
-    first, built = history._project(tmp_path / "a", 2_000)
-    assert built is not None and first.root == (keep / "project-2000").resolve()
-    again, built = history._project(tmp_path / "b", 2_000)
-    assert built is None and again.root == first.root
+    first, took, kept = history._project(tmp_path / "a", 2_000)
+    assert not kept and first.root == (keep / "project-2000").resolve()
+    again, again_took, kept = history._project(tmp_path / "b", 2_000)
+    assert kept and again.root == first.root and again_took == round(took, 1)
     (keep / "project-2000" / ".built").unlink()
-    _, built = history._project(tmp_path / "c", 2_000)
-    assert built is not None
+    _, _, kept = history._project(tmp_path / "c", 2_000)
+    assert not kept
 
 
 def test_the_eviction_floor_table(tmp_path: Path) -> None:
