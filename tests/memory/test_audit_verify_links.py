@@ -236,3 +236,47 @@ def test_postgres_with_two_workers_checks_this_workers_lines(
     log.write_bytes(b"".join(r + b"\n" for r in rows))
     report = verify_agent(one, "a", repair=False)
     assert not report.ok, report.message
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_postgres_verify_of_an_agent_moved_in_from_sqlite(store_factory: StoreFactory,
+                                                         tmp_path: Path) -> None:
+    """An agent moved to PostgreSQL from SQLite: the part of its history that
+    lived in SQLite is in the log alone (the database's copy starts at the
+    move), so verify replays those lines from the log, found by the index --
+    still only its own lines -- and the rest from the copy; an edit of a line
+    from before the move is caught."""
+    from rotifer.memory.transfer import move_agent
+
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    rot = tmp_path / ".rotifer"
+    first = MemoryStore.open(rot, url=f"sqlite:{tmp_path / 'first.db'}", clock=clock)
+    with first:
+        first.create_agent("a")
+        first.create_agent("b")
+        for i in range(30):
+            clock.advance(seconds=1)
+            first.for_gene("b", gene_id("gb"), "d").write_memory(f"d/b{i}", b"b", "CONTEXT")
+            if i % 5 == 0:
+                first.for_gene("a", gene_id("ga"), "d").write_memory(f"d/a{i}", b"a", "PATTERN")
+        there = store_factory(rot, clock=clock)
+        move_agent(first, there, "a")
+        for i in range(20):
+            clock.advance(seconds=1)
+            first.for_gene("b", gene_id("gb"), "d").write_memory(f"d/c{i}", b"b", "CONTEXT")
+            if i % 5 == 0:
+                there.for_gene("a", gene_id("ga"), "d").write_memory(f"d/n{i}", b"n", "PATTERN")
+        assert verify_agent(there, "a").ok  # after a move: the whole log, the index rebuilt
+        message, ok, read = verify_reading(there, "a")
+        assert ok and OWN in message and "database copy replayed" in message, message
+        assert read.lines < len(rows_of(rot / "audit.jsonl", "a")) * 2 + 10, read
+        log = rot / "audit.jsonl"
+        rows = log.read_bytes().splitlines()
+        n = rows_of(log, "a")[2]  # a write of a's in SQLite, before the move
+        assert json.loads(rows[n])["action"] == "write" and json.loads(rows[n + 1])["agent"] == "b"
+        forge_actor(rows, n)
+        rechain(rows, n)
+        log.write_bytes(b"".join(r + b"\n" for r in rows))
+        message, ok, _ = verify_reading(there, "a", repair=False)
+        assert not ok and "broken hash chain" in message, message

@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ..storage.backend import AgentRecord, Transaction
 from ..storage.index_sql import IndexRow
@@ -25,7 +25,7 @@ from .actions import ROLLED_BACK
 from .file import current_number
 from .history import plan
 from .index import DIGEST, IndexStale, LineReader
-from .lineage import Imports, history_lines, lineage, note_import
+from .lineage import Imports, history_lines, holds, lineage, note_import
 from .read import Logged, LogProblem, Scan, agent_marker, log_files
 from .replay import Replay, compare
 
@@ -104,11 +104,12 @@ def by_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
                     continue
                 result.feed(Logged(line, f"index row {row[0]}:{row[1]}", digest.hex(),
                                    (row[0], row[1], row[2])))
-        if kept:
-            replayed = _replay_kept(tx, agent, record, imports, numbered)
-            if replayed is None:
-                return None
-            result = replayed
+            if kept:
+                replayed = _replay_kept(tx, agent, record, imports, numbered,
+                                        lambda: _again(reader, rows))
+                if replayed is None:
+                    return None
+                result = replayed
         result.finish(record.next_seq, True)
         compare(result, tx, agent)
     except (IndexStale, LogProblem, ValueError):
@@ -146,30 +147,50 @@ def _linked(reader: LineReader, row: IndexRow, prev: object,
 
 
 def _replay_kept(tx: Transaction, agent: str, record: AgentRecord, imports: Imports,
-                 numbered: set[str]) -> Replay | None:
+                 numbered: set[str], log: Callable[[], Iterator[Logged]]) -> Replay | None:
     """The replay of the backend's own copy of the agent's lines (PostgreSQL's
     ``memory_audit``: committed changes only, every worker's), as the whole-log
-    pass replays it; the lineage from its imports and the log's (``imports``).
-    ``None`` when a part of the history lives only in the log: a memory with
-    numbered lines there (``numbered``: the epochs the agent's rows hold) but
-    none in the copy -- the whole-log pass reads those from the log."""
-    def database() -> Iterator[dict[str, Any]]:
-        return tx.audit_lines(agent) or iter(())
-
-    epochs: set[str] = set()
-    for line in database():
-        epochs.add(str(line.get("epoch", "")))
-        note_import(imports, line)
+    pass replays it.  The history's lineage is taken from the log's
+    ``import_agent`` lines (``imports``) and must be the one the copy's give too
+    (``None`` if not: an import another worker logged).  Usually one pass over
+    the copy; when a part of the history lived where there is no copy (a
+    memory with numbered lines in the log, ``numbered``, but none in the copy:
+    moved in from SQLite), those lines are the log's, read again by the index
+    (``log``), in the order the whole-log pass takes them, and the copy a
+    second time."""
     segments = lineage(record.epoch, imports)
-    if any(s.epoch not in epochs and s.epoch in numbered for s in segments):
-        return None
+    wanted = {s.epoch: s.below for s in segments}
+    seen: set[str] = set()
     result = Replay(agent)
-    inside = [s for s in segments if s.epoch in epochs]
-    if inside:
-        for logged in history_lines(None, agent, inside, database, frozenset(epochs)):
+    for n, line in enumerate(tx.audit_lines(agent) or iter(()), 1):
+        seen.add(str(line.get("epoch", "")))
+        note_import(imports, line)
+        if "seq" in line and holds(wanted, line):
+            line.setdefault("prev", None)
+            result.feed(Logged(line, f"database line {n}"))
+    if lineage(record.epoch, imports) != segments:
+        return None
+    if not any(s.epoch not in seen and s.epoch in numbered for s in segments):
+        return result
+    result = Replay(agent)
+    for logged in history_lines(None, agent, segments, lambda: tx.audit_lines(agent) or iter(()),
+                                frozenset(seen), log=log):
+        if logged.where.startswith("database"):
             logged.line.setdefault("prev", None)
-            result.feed(logged)
+        result.feed(logged)
     return result
+
+
+def _again(reader: LineReader, rows: list[IndexRow]) -> Iterator[Logged]:
+    """The agent's lines read again at their indexed places, each still hashing
+    to its digest (else :class:`IndexStale`)."""
+    for row, raw in reader.raw_lines(rows):
+        digest = hashlib.sha256(raw[:-1]).digest()
+        if digest != bytes(row[DIGEST]):
+            raise IndexStale(f"the line at {row[0]}:{row[1]} changed while verify read it")
+        line = _decode(raw[:-1].decode("utf-8", "surrogatepass"))
+        yield Logged(line, f"index row {row[0]}:{row[1]}", digest.hex(),
+                     (row[0], row[1], row[2]))
 
 
 #: How much of the log after the agent's last line :func:`by_index` searches
