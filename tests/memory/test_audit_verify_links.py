@@ -123,18 +123,42 @@ def test_a_forged_line_of_the_agent_with_its_neighbour_rechained_is_caught(
         assert f"audit.jsonl line {n + 3}: broken hash chain" in message, message
 
 
+def remove_before(rows: list[bytes], n: int) -> None:
+    """Remove line ``n - 2`` and fill its place with line ``n - 1`` made longer
+    (a field of padding) and linked to line ``n - 3``: every later line stays
+    at its place and the chain holds up to line ``n``, which still names the
+    line that was there before."""
+    target = len(rows[n - 2]) + 1 + len(rows[n - 1])
+    line = json.loads(rows[n - 1])
+    line.pop("prev")
+    line["pad"] = ""
+    line["prev"] = hashlib.sha256(rows[n - 3]).hexdigest()
+    size = len(json.dumps(line, separators=(",", ":")).encode())
+    line["pad"] = "x" * (target - size)
+    rows[n - 1] = json.dumps(line, separators=(",", ":")).encode()
+    assert len(rows[n - 1]) == target
+    del rows[n - 2]
+
+
+@pytest.mark.parametrize("attack", ["edited", "removed"])
 @pytest.mark.parametrize("links", [True, False])
-def test_a_forged_neighbour_before_the_agents_line_is_caught(
-        store_factory: StoreFactory, tmp_path: Path, links: bool) -> None:
-    """A line of b just before one of a's, edited in place (a's line left as it
-    was: its own digest still matches).  The link into a's line no longer holds;
-    with that check off, a's own lines alone pass."""
+def test_a_forged_or_removed_neighbour_before_the_agents_line_is_caught(
+        store_factory: StoreFactory, tmp_path: Path, links: bool, attack: str) -> None:
+    """A line of b just before one of a's, edited in place, or the line before
+    that removed (its bytes taken by a longer neighbour, so every place the
+    index names still holds its line); a's line is left as it was, so its own
+    digest still matches.  The link into a's line no longer holds; with that
+    check off, a's own lines alone pass."""
     store, log = crowded(store_factory, tmp_path)
     with store:
         rows = log.read_bytes().splitlines()
         n = rows_of(log, "a")[5]
-        assert json.loads(rows[n - 1])["agent"] == "b"
-        forge_actor(rows, n - 1)
+        assert all(json.loads(rows[n - k])["agent"] == "b" for k in (1, 2, 3))
+        if attack == "edited":
+            forge_actor(rows, n - 1)
+        else:
+            remove_before(rows, n)
+            n -= 1
         log.write_bytes(b"".join(r + b"\n" for r in rows))
         report = verify_agent(store, "a", repair=False, links=links)
         if links:
