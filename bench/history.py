@@ -34,6 +34,7 @@ from pathlib import Path
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.console.chart import BUCKETS, MARKS, STEP_MARKS, Point, series_of
+from rotifer.console.server import settle
 from rotifer.memory import MemoryStore
 from rotifer.memory.audit.actions import CHART_ACTIONS, ENDS, REMOVES, SETS
 from rotifer.memory.audit.history import audit_history, usage_steps
@@ -179,6 +180,7 @@ def run(tmp: Path, settings: Settings) -> str:
     size = sum(f.stat().st_size for f in files)
     count = max(20, settings.rounds * 5)
     served = Served(project)
+    settle()  # as `rotifer console` does once it is ready (console/server.py)
     rows: dict[str, tuple[float, float]] = {}
     try:
         rows["history page, agent of 10 lines"] = timed(served, "/agents/small/history", count)
