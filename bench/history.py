@@ -12,7 +12,12 @@ of the 10-line agent and of ``big``, and of ``big``'s chart.  For comparison,
 ``audit show --limit 50`` of ``big`` in process with the index and, once,
 without it (the whole log read, as before the index); the chart drawn anew
 beside the same chart drawn as before; ``audit verify`` of ``big`` reading the
-whole log (and rebuilding its index) and then its own lines by the index.
+whole log (and rebuilding its index) and then its own lines by the index; and
+(:mod:`.history_pg`) ``audit verify`` of ``big`` on PostgreSQL, by its own lines
+and ``--full``, on the same log built again with the memory there
+(``ROTIFER_BENCH_HISTORY_PG=0`` leaves that out).  ``ROTIFER_BENCH_HISTORY_DIR``
+names a folder (outside the repository) to keep the SQLite project in: the next
+run reuses it instead of building the log again.
 
 Targets (issue 31): the 10-line agent's history page p99 < 100 ms, ``big``'s
 first page p99 < 200 ms, the chart < 500 ms.
@@ -21,6 +26,7 @@ first page p99 < 200 ms, the chart < 500 ms.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -28,6 +34,7 @@ from pathlib import Path
 from rotifer.agents.genome import Agents
 from rotifer.agents.project import Project
 from rotifer.console.chart import BUCKETS, MARKS, STEP_MARKS, Point, series_of
+from rotifer.console.server import settle
 from rotifer.memory import MemoryStore
 from rotifer.memory.audit.actions import CHART_ACTIONS, ENDS, REMOVES, SETS
 from rotifer.memory.audit.history import audit_history, usage_steps
@@ -36,6 +43,7 @@ from rotifer.memory.engine.changes import Change, log_change
 from rotifer.memory.model import Category
 from tests.console.helpers import Served
 
+from . import history_pg
 from .console import build as build_project
 from .console import timed
 from .timing import FULL, QUICK, Settings
@@ -45,6 +53,8 @@ TINY_LINES = 20_000
 #: Lines per change of the other agents.
 BATCH = 1000
 TARGETS_MS = {"small": 100.0, "big": 200.0, "chart": 500.0}
+#: ``0``: leave out the PostgreSQL verify (:mod:`.history_pg`), which builds its log anew.
+PG_ENV = "ROTIFER_BENCH_HISTORY_PG"
 
 
 def _noise(store: MemoryStore, agent: str, n: int) -> None:
@@ -60,9 +70,10 @@ def _noise(store: MemoryStore, agent: str, n: int) -> None:
         tx.update_agent(agent, record.used_bytes, record.next_seq + 1, now, head)
 
 
-def build(root: Path, total: int) -> Project:
-    """The project and its log (see the module doc)."""
-    project = build_project(root, 0, None)  # agents "small" (10 entries) and "big" (none yet)
+def build(root: Path, total: int, url: str | None = None) -> Project:
+    """The project and its log (see the module doc), its memory at ``url``
+    (PostgreSQL) or in the project's SQLite file."""
+    project = build_project(root, 0, url)  # agents "small" (10 entries) and "big" (none yet)
     big_lines = total // 10
     with project.open_store("big") as store:
         others = [f"other-{i}" for i in range(20)]
@@ -133,17 +144,43 @@ def _before(db: Path, agent: str) -> list[Point]:
     return [Point(at, dict(zip(order, values, strict=True))) for at, values in raw]
 
 
+#: A folder to keep the built SQLite project in between runs (its log takes a
+#: minute or more to build): reused when it holds one of the same size.  Never
+#: inside the repository: the log is hundreds of megabytes.
+KEEP_ENV = "ROTIFER_BENCH_HISTORY_DIR"
+
+
+def _project(tmp: Path, total: int) -> tuple[Project, float, bool]:
+    """The project (see :func:`build`), the seconds building it took, and whether
+    it was kept from an earlier run (in the folder ``$ROTIFER_BENCH_HISTORY_DIR``
+    names)."""
+    kept = os.environ.get(KEEP_ENV)
+    root = Path(kept) / f"project-{total}" if kept else tmp / "project"
+    done = root / ".built"
+    if done.exists():
+        return Project.find(root), float(done.read_text()), True
+    if root.exists():
+        shutil.rmtree(root)  # a build that did not finish
+    root.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    project = build(root, total)
+    built_s = time.perf_counter() - start
+    done.write_text(f"{built_s:.1f}\n")
+    return project, built_s, False
+
+
 def run(tmp: Path, settings: Settings) -> str:
     total = LINES.get(settings, TINY_LINES)
-    start = time.perf_counter()
-    project = build(tmp / "project", total)
-    built_s = time.perf_counter() - start
+    project, built_s, kept = _project(tmp, total)
+    built = f"built in {built_s:.0f} s" + (f" by an earlier run, kept by {KEEP_ENV}," if kept
+                                             else "")
     log = project.dot / "audit.jsonl"
     files = [*sorted(project.dot.glob("audit.jsonl.*")), log]
     lines = sum(1 for f in files for _ in open(f, "rb"))  # noqa: SIM115
     size = sum(f.stat().st_size for f in files)
     count = max(20, settings.rounds * 5)
     served = Served(project)
+    settle()  # as `rotifer console` does once it is ready (console/server.py)
     rows: dict[str, tuple[float, float]] = {}
     try:
         rows["history page, agent of 10 lines"] = timed(served, "/agents/small/history", count)
@@ -197,8 +234,8 @@ def run(tmp: Path, settings: Settings) -> str:
         assert small.ok and "history index" in small.message, small.message
     big = Agents(project).get("big").name
     load = os.getloadavg()
-    out = [f"A log of {lines:,} lines ({size / 1e6:.0f} MB in {len(files)} files, built in "
-           f"{built_s:.0f} s through the store's append path), of which {total // 10:,} are "
+    out = [f"A log of {lines:,} lines ({size / 1e6:.0f} MB in {len(files)} files, {built} "
+           f"through the store's append path), of which {total // 10:,} are "
            f"agent `{big}`'s and 10 agent `small`'s; {count} requests per page (fewer for the "
            f"chart) over HTTP to the real console; milliseconds.  Load average during the "
            f"run: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min) on "
@@ -224,6 +261,8 @@ def run(tmp: Path, settings: Settings) -> str:
             f"lines, then the whole log written after them, searched for 16 MiB for a change "
             f"that never committed): {small_ms:.0f} ms.  Load average then: "
             f"{load_verify[0]:.1f} / {load_verify[1]:.1f} / {load_verify[2]:.1f}."]
+    if os.environ.get(PG_ENV) != "0":
+        out += ["", history_pg.run(tmp, total)]
     return "\n".join(out)
 
 

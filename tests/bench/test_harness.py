@@ -256,6 +256,26 @@ def test_history_suite_measures_the_pages_on_a_small_log(tmp_path: Path) -> None
     text = doc.read_text()
     assert "<!-- bench:history:begin" in text and "| chart of the big agent" in text
     assert "20,010 lines" in text
+    # verify on PostgreSQL, by the agent's own lines and --full (the suite asserts
+    # each verify passed and that the own-lines one used the index)
+    assert ("On PostgreSQL" in text and "`--full`" in text) or "PostgreSQL skipped" in text
+
+
+def test_the_history_suite_keeps_its_log_in_the_folder_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``$ROTIFER_BENCH_HISTORY_DIR``: the first run builds the project there, the
+    next reuses it (and says so); a build that did not finish is made again."""
+    from bench import history
+
+    keep = tmp_path / "keep"
+    monkeypatch.setenv(history.KEEP_ENV, str(keep))
+    first, took, kept = history._project(tmp_path / "a", 2_000)
+    assert not kept and first.root == (keep / "project-2000").resolve()
+    again, again_took, kept = history._project(tmp_path / "b", 2_000)
+    assert kept and again.root == first.root and again_took == round(took, 1)
+    (keep / "project-2000" / ".built").unlink()
+    _, _, kept = history._project(tmp_path / "c", 2_000)
+    assert not kept
 
 
 def test_the_eviction_floor_table(tmp_path: Path) -> None:

@@ -160,10 +160,10 @@ def _of_deleted(store: MemoryStore, name: str, lines: Iterable[dict[str, Any]]
 @click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.pass_context
 def verify_command(ctx: click.Context, name: str, full: bool, quiet: bool) -> None:
-    """Check NAME's audit log: each of its lines as the store recorded it (or,
-    with --full or when the history index cannot say, an intact hash chain over
-    the whole log), ending where the store says (its anchor), and agreement
-    with the store.
+    """Check NAME's audit log: each of its lines as the store recorded it and
+    linked to the line before it (or, with --full or when the history index
+    cannot say, an intact hash chain over the whole log), ending where the
+    store says (its anchor), and agreement with the store.
 
     Example:
 

@@ -52,6 +52,7 @@ from .security import (
     cookie_name,
     session_of,
 )
+from .timeline import timeline_rows
 
 HERE = Path(__file__).parent
 _URL = re.compile(r"postgres(?:ql)?://\S+", re.IGNORECASE)
@@ -128,7 +129,7 @@ def create_app(project: Project, *, host: str = "127.0.0.1", port: int = 8000,
     env.filters.update(shown=shown, size=human_size, ref=key_ref, plural=plural, brief=brief,
                        time=lambda us: format_time(us) if us else "")
     env.globals.update(csrf_field=CSRF_FIELD, categories=list(Category), sorts=SORTS,
-                       marks=marks, url_for=_url_for)
+                       marks=marks, url_for=_url_for, timeline_rows=timeline_rows)
     templates = Jinja2Templates(env=env)
 
     routes = [

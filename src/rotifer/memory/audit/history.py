@@ -20,13 +20,9 @@ end, a block at a time.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import tempfile
-from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, cast
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
@@ -47,6 +43,7 @@ from .index import (
 from .lineage import Imports, find_imports, history_lines, lineage, memory_end, note_import
 from .read import Logged, LogProblem, Scan
 from .replay import Replay
+from .spool import Matches
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -75,9 +72,6 @@ class StoreParts(Protocol):
 #: fields, ``epoch`` and ``seq`` (see docs/reliability.md).
 AuditLine: TypeAlias = dict[str, Any]
 
-SPOOL_IN_MEMORY = 8 << 20
-
-
 def _dropped_epoch(path: Any, agent: str) -> str:
     """The epoch of the memory the agent's last ``drop_agent`` line removed, or
     its last ``move`` took out of this project's store (``""``: none): where a
@@ -85,7 +79,6 @@ def _dropped_epoch(path: Any, agent: str) -> str:
     another project moved the memory out of it (see :func:`.lineage.memory_end`)."""
     ended = memory_end(path, agent)
     return "" if ended is None else ended[1]
-BLOCK = 1 << 16
 
 
 def audit_history(store: StoreParts, agent: str, *, key: str | None = None,
@@ -102,7 +95,7 @@ def audit_history(store: StoreParts, agent: str, *, key: str | None = None,
     ``limit``: at most that many (the newest).  ``progress`` is told how far the reading of the log got.
     ``rolled_back`` also keeps the lines that say a change did not commit (the
     change's own lines stay out): the console marks them."""
-    matches = _Matches(limit)
+    matches = Matches(limit)
     wanted = Filters(key, actor, since_us, until_us)
     path = store.audit.path
     with store.backend.long_running(), store.backend.read() as tx:  # bounded per statement
@@ -286,13 +279,21 @@ def _pick(tx: Transaction, reader: LineReader, agent: str, found: Plan, wanted: 
 
 def _take(reader: LineReader, rows: list[IndexRow], out: list[AuditLine], wanted: Filters,
           limit: int | None) -> bool:
-    """Add the lines of ``rows`` that match to ``out``; whether ``limit`` is reached."""
-    for row in rows:
+    """Add the lines of ``rows`` that match to ``out``; whether ``limit`` is
+    reached.  Read as many at a time as may still be shown (adjacent places in
+    one read: :meth:`.index.LineReader.lines_at`), never beyond ``rows``."""
+    at = 0
+    while at < len(rows):
         if limit is not None and len(out) >= limit:
             return True
-        line = reader.line(row)[0]
-        if wanted.wants(line):
-            out.append({k: v for k, v in line.items() if k != "prev"})
+        take = len(rows) - at if limit is None else max(limit - len(out), 16)
+        for line in reader.lines_at(rows[at:at + take]):
+            if limit is not None and len(out) >= limit:
+                return True
+            if wanted.wants(line):
+                line.pop("prev", None)
+                out.append(line)
+        at += take
     return limit is not None and len(out) >= limit
 
 
@@ -362,44 +363,3 @@ def usage_steps(store: StoreParts, agent: str) -> list[Step]:
             out.append(step)
     out.reverse()
     return out
-
-
-class _Matches:
-    """The lines to show, kept in bounded memory (see the module doc)."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.newest: deque[AuditLine] | None = None if limit is None else deque(maxlen=limit)
-        self.spool: IO[bytes] | None = None
-
-    def add(self, line: AuditLine) -> None:
-        if self.newest is not None:
-            self.newest.append(line)
-            return
-        if self.spool is None:
-            self.spool = tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY)  # noqa: SIM115
-        self.spool.write(json.dumps(line, ensure_ascii=False).encode("utf-8", "surrogatepass")
-                         + b"\n")
-
-    def newest_first(self) -> Iterator[AuditLine]:
-        if self.newest is not None:
-            return reversed(self.newest)
-        return _backwards(self.spool)
-
-
-def _backwards(spool: IO[bytes] | None) -> Iterator[AuditLine]:
-    """The spooled lines from the last to the first, a block at a time."""
-    if spool is None:
-        return
-    with spool:
-        end = spool.seek(0, os.SEEK_END)
-        rest = b""
-        while end > 0:
-            start = max(0, end - BLOCK)
-            spool.seek(start)
-            data = spool.read(end - start) + rest
-            end = start
-            parts = data.split(b"\n")
-            rest = parts[0] if start > 0 else b""
-            for part in reversed(parts if start == 0 else parts[1:]):
-                if part:
-                    yield json.loads(part.decode("utf-8", "surrogatepass"))

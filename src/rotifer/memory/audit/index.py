@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .file import Placed, current_number
+from .file import Placed, archives, current_number
 
 
 class Entry(NamedTuple):
@@ -75,6 +75,9 @@ SEQ, EPOCH, TS_US, ACTION, KEY_HASH, CATEGORY, NBYTES, DIGEST = 3, 4, 5, 6, 7, 8
 
 #: Past every place: the start of a walk from the newest row back.
 END = (1 << 62, 1 << 62)
+
+
+_decode = json.JSONDecoder().decode
 
 
 class IndexStale(Exception):
@@ -134,6 +137,7 @@ class LineReader:
         self.agent = agent
         self._live = current_number(path)
         self._fds: dict[int, int] = {}
+        self._files: list[int] | None = None
         #: How much was read (for a progress report).
         self.lines_read = 0
         self.bytes_read = 0
@@ -167,21 +171,37 @@ class LineReader:
     def line(self, row: IndexRow) -> tuple[dict[str, Any], bytes]:
         """The line at the place of ``row`` (an :class:`Entry` or an :data:`IndexRow`),
         and its bytes without the newline."""
-        entry = row if isinstance(row, Entry) else Entry(*row)
-        raw = os.pread(self._fd(entry.file_no), entry.length, entry.off)
+        raw = os.pread(self._fd(row[0]), row[2], row[1])
         self.lines_read += 1
         self.bytes_read += len(raw)
-        if len(raw) != entry.length or not raw.endswith(b"\n"):
-            raise IndexStale(f"no whole line at {entry.file_no}:{entry.off}")
+        return self._checked(row, raw), raw[:-1]
+
+    def lines_at(self, rows: Sequence[IndexRow]) -> list[dict[str, Any]]:
+        """The lines at the places of ``rows``, in the rows' order, each checked
+        as :meth:`line` checks it; adjacent places (a run of the agent's lines)
+        are read at once (:meth:`raw_lines`), whichever way the rows go (a page
+        of the history goes newest first)."""
+        order = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1]))
+        out: list[dict[str, Any]] = [{}] * len(rows)
+        for i, (row, raw) in zip(order, self.raw_lines([rows[i] for i in order]), strict=True):
+            out[i] = self._checked(row, raw)
+        return out
+
+    def _checked(self, row: IndexRow, raw: bytes) -> dict[str, Any]:
+        """``raw`` (read at ``row``'s place, with the newline) parsed, if it is
+        the line the row describes (agent, action, number, key), else
+        :class:`IndexStale`."""
+        if len(raw) != row[2] or not raw.endswith(b"\n"):
+            raise IndexStale(f"no whole line at {row[0]}:{row[1]}")
         try:
-            line = json.loads(raw[:-1])
+            line = _decode(raw[:-1].decode("utf-8", "surrogatepass"))
         except ValueError:
-            raise IndexStale(f"no JSON at {entry.file_no}:{entry.off}") from None
+            raise IndexStale(f"no JSON at {row[0]}:{row[1]}") from None
         if not isinstance(line, dict) or line.get("agent") != self.agent \
-                or line.get("action") != entry.action or line.get("seq") != entry.seq \
-                or key_hash(line.get("key")) != entry.key_hash:
-            raise IndexStale(f"another line at {entry.file_no}:{entry.off}")
-        return line, raw[:-1]
+                or line.get("action") != row[ACTION] or line.get("seq") != row[SEQ] \
+                or key_hash(line.get("key")) != row[KEY_HASH]:
+            raise IndexStale(f"another line at {row[0]}:{row[1]}")
+        return line
 
     def raw_lines(self, rows: Sequence[IndexRow]) -> Iterator[tuple[IndexRow, bytes]]:
         """Each row with the bytes at its place (its newline included; shorter if
@@ -204,6 +224,40 @@ class LineReader:
                 yield row, data[at:at + row[2]]
                 at += row[2]
             i = j
+
+    def line_before(self, file_no: int, off: int) -> bytes | None:
+        """The bytes (no newline) of the line just before the place ``file_no:off``
+        in the log -- the last line of the file before when ``off`` is 0 -- or
+        ``None`` when that place starts the log.  Read backwards from there, a
+        block at a time (one small read for a line of usual length)."""
+        if off == 0:
+            earlier = [n for n in self._numbers() if n < file_no]
+            if not earlier:
+                return None
+            file_no = earlier[-1]
+            off = os.fstat(self._fd(file_no)).st_size
+            if off == 0:
+                raise IndexStale(f"file {file_no} of the log is empty")
+        fd = self._fd(file_no)
+        end, step = off - 1, 1024
+        if os.pread(fd, 1, end) != b"\n":
+            raise IndexStale(f"no line ends before {file_no}:{off}")
+        while True:
+            start = max(0, end - step)
+            data = os.pread(fd, end - start, start)
+            self.lines_read += 1
+            self.bytes_read += len(data)
+            cut = data.rfind(b"\n")
+            if cut >= 0 or start == 0:
+                return data[cut + 1:]
+            step *= 4
+
+    def _numbers(self) -> list[int]:
+        """The numbers of the log's files, oldest first (the live file's last)."""
+        if self._files is None:
+            self._files = [int(p.name.rsplit(".", 1)[1]) for p in archives(self.path)]
+            self._files.append(self._live)
+        return self._files
 
     def lines(self, entries: Iterable[IndexRow]) -> Iterator[dict[str, Any]]:
         for entry in entries:

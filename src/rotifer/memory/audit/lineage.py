@@ -32,7 +32,7 @@ them starts a new epoch whose ``previousEpoch`` is ``""``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from json.encoder import encode_basestring as quote
 from pathlib import Path
@@ -103,12 +103,15 @@ def _batches(segments: list[Segment], in_database: Callable[[str], bool]
 def history_lines(path: Path | None, agent: str, segments: list[Segment],
                   database: Callable[[], Iterator[dict[str, Any]]] | None = None,
                   database_epochs: frozenset[str] = frozenset(),
-                  progress: Callable[[Scan], None] | None = None) -> Iterator[Logged]:
+                  progress: Callable[[Scan], None] | None = None,
+                  log: Callable[[], Iterable[Logged]] | None = None) -> Iterator[Logged]:
     """The lines of the history ``segments`` describe, in order: each segment from
     the database's own copy when it holds that epoch (PostgreSQL's
     ``memory_audit``), else from the log at ``path``; consecutive segments of one
     place in one pass.  Lines without ``seq`` (refusals made before any change,
-    exports) come from the log, where they fall among the history's own lines."""
+    exports) come from the log, where they fall among the history's own lines.
+    ``log``: the agent's lines of the log, in order, found otherwise than by a
+    scan (by the history index)."""
     first = segments[0]
     for from_database, batch in _batches(segments, lambda e: database is not None and
                                          e in database_epochs):
@@ -119,10 +122,14 @@ def history_lines(path: Path | None, agent: str, segments: list[Segment],
                 if "seq" in line and holds(wanted, line):
                     yield Logged(line, f"database line {n}")
             continue
-        if path is None:
+        if log is not None:
+            source: Iterable[Logged] = log()
+        elif path is not None:
+            source = scan(path, agent, chain=False, progress=progress)
+        else:
             continue
         inside = first in batch
-        for logged in scan(path, agent, chain=False, progress=progress):
+        for logged in source:
             line = logged.line
             if "seq" not in line:
                 if inside:

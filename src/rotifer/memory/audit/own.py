@@ -2,27 +2,30 @@
 
 The index (:mod:`.index`) holds, for each line of the agent, its place in the
 log and the SHA-256 the store committed with it.  :func:`by_index` reads the
-agent's lines at their places and needs no other line: each must hash to its
-digest (which pins every byte of it, however the chain around it was
-recomputed), the last committed change must end at the store's anchor, and
-the replay of the lines must agree with the store.  :mod:`.verify` reads the
-whole log instead whenever this cannot vouch for the agent.
-"""
+agent's lines at their places, and the line before each: each must hash to
+its digest (which pins every byte of it, however the chain around it was
+recomputed) and name the line before it as its ``prev`` (so that neighbour
+cannot be edited or removed either), the last committed change must end at
+the store's anchor, and the replay must agree with the store -- the replay
+of these lines, or on PostgreSQL of the database's own copy of them.
+:mod:`.verify` reads the whole log instead whenever this cannot vouch for
+the agent."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from ..storage.backend import Transaction
+from ..storage.backend import AgentRecord, Transaction
 from ..storage.index_sql import IndexRow
 from .actions import ROLLED_BACK
 from .file import current_number
 from .history import plan
 from .index import DIGEST, IndexStale, LineReader
+from .lineage import Imports, history_lines, holds, lineage, note_import
 from .read import Logged, LogProblem, Scan, agent_marker, log_files
 from .replay import Replay, compare
 
@@ -30,27 +33,35 @@ _decode = json.JSONDecoder().decode
 
 
 class Checked(NamedTuple):
-    """What :func:`by_index` found: the replay, the lines read, a note for the report."""
+    """What :func:`by_index` found: the replay, the lines read, a note for the
+    report, whether each line's link was checked and the replay was of the
+    backend's own copy."""
 
     result: Replay
     lines: int
     note: str
+    links: bool = True
+    kept: bool = False
 
 
 def by_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
-             progress: Callable[[Scan], None] | None = None) -> Checked | None:
+             links: bool = True, progress: Callable[[Scan], None] | None = None
+             ) -> Checked | None:
     """Verify ``agent`` from its own lines alone, found by the history index:
     each line read at its indexed place must hash to the digest the store
     committed with it (an edit anywhere in it, however the chain around it was
-    recomputed, changes that), the last committed change must end at the
-    store's anchor, and the replay of the lines must agree with the store.
-    ``None`` when that cannot be done or finds anything wrong -- an index not
-    whole (see :func:`.history.plan`), rows without a digest, a backend that
-    keeps its own copy of the lines, a line not where its row says, a digest,
-    the anchor or the store disagreeing: the whole log is then read (which
-    names the first thing wrong, and rebuilds the index)."""
-    if tx.audit_lines(agent) is not None:
-        return None
+    recomputed, changes that) and name the line before it in the log as its
+    ``prev`` (``links``: an edit of that neighbour, or its removal, breaks the
+    link), the last committed change must end at the store's anchor, and the
+    replay must agree with the store -- of these lines, or with a backend that
+    keeps its own copy of them (PostgreSQL), of that copy, as the whole-log
+    pass replays it.  ``None`` when that cannot be done or finds anything
+    wrong -- an index not whole (see :func:`.history.plan`), rows without a
+    digest, a line not where its row says (another worker's line, on
+    PostgreSQL), a digest, a link, the anchor or the store disagreeing: the
+    whole log is then read (which names the first thing wrong, and rebuilds
+    the index)."""
+    kept = tx.audit_lines(agent) is not None
     record = tx.get_agent(agent)
     found = plan(tx, path, agent, record)
     if record is None or found is None or not found.simple:
@@ -62,8 +73,11 @@ def by_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
     stats = Scan(total=sum(row[2] for row in rows))
     head = ""
     result = Replay(agent)
+    imports: Imports = {}
+    numbered: set[str] = set()
     try:
         with LineReader(path, agent) as reader:
+            before: tuple[int, int, bytes] | None = None  # the line read last: its end, hash
             for row, raw in reader.raw_lines(rows):
                 # The digest pins every byte of the line: no other check is needed.
                 digest = hashlib.sha256(raw[:-1]).digest()
@@ -73,6 +87,9 @@ def by_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
                 if not isinstance(line, dict) or line.get("agent") != agent \
                         or "prev" not in line:
                     return None
+                if links and not _linked(reader, row, line["prev"], before, stats):
+                    return None
+                before = (row[0], row[1] + row[2], digest)
                 if (line.get("epoch", ""), line.get("seq")) == last and \
                         line.get("action") != ROLLED_BACK:
                     head = digest.hex()
@@ -80,10 +97,21 @@ def by_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
                 stats.done += row[2]
                 if progress is not None and stats.lines % 4096 == 0:
                     progress(stats)
+                if kept:  # replayed from the backend's copy, below
+                    note_import(imports, line)
+                    if isinstance(line.get("seq"), int):
+                        numbered.add(str(line.get("epoch", "")))
+                    continue
                 result.feed(Logged(line, f"index row {row[0]}:{row[1]}", digest.hex(),
                                    (row[0], row[1], row[2])))
-            result.finish(record.next_seq, True)
-            compare(result, tx, agent)
+            if kept:
+                replayed = _replay_kept(tx, agent, record, imports, numbered,
+                                        lambda: _again(reader, rows))
+                if replayed is None:
+                    return None
+                result = replayed
+        result.finish(record.next_seq, True)
+        compare(result, tx, agent)
     except (IndexStale, LogProblem, ValueError):
         return None
     if anchor and record.head and head != record.head:
@@ -98,7 +126,71 @@ def by_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
         note += (f"; the log after its last line holds more than {TAIL_SEARCH >> 20} MiB of "
                  "other agents' lines, searched that far for a change of it that never "
                  "committed (--full searches it all)")
-    return Checked(result, stats.lines, note)
+    return Checked(result, len(rows), note, links, kept)
+
+
+def _linked(reader: LineReader, row: IndexRow, prev: object,
+            before: tuple[int, int, bytes] | None, stats: Scan) -> bool:
+    """Does ``prev`` (of the line at ``row``'s place) name the line before it in
+    the log?  That line is the one just read when the two are adjacent (an
+    agent's change of many lines), else read backwards from the place: one
+    line more per line of the agent, never the log around it."""
+    if before is not None and (before[0], before[1]) == (row[0], row[1]):
+        return prev == before[2].hex()
+    raw = reader.line_before(row[0], row[1])
+    if raw is None:
+        return prev is None  # the log's first line
+    stats.lines += 1
+    stats.done += len(raw) + 1
+    stats.total += len(raw) + 1
+    return prev == hashlib.sha256(raw).hexdigest()
+
+
+def _replay_kept(tx: Transaction, agent: str, record: AgentRecord, imports: Imports,
+                 numbered: set[str], log: Callable[[], Iterator[Logged]]) -> Replay | None:
+    """The replay of the backend's own copy of the agent's lines (PostgreSQL's
+    ``memory_audit``: committed changes only, every worker's), as the whole-log
+    pass replays it.  The history's lineage is taken from the log's
+    ``import_agent`` lines (``imports``) and must be the one the copy's give too
+    (``None`` if not: an import another worker logged).  Usually one pass over
+    the copy; when a part of the history lived where there is no copy (a
+    memory with numbered lines in the log, ``numbered``, but none in the copy:
+    moved in from SQLite), those lines are the log's, read again by the index
+    (``log``), in the order the whole-log pass takes them, and the copy a
+    second time."""
+    segments = lineage(record.epoch, imports)
+    wanted = {s.epoch: s.below for s in segments}
+    seen: set[str] = set()
+    result = Replay(agent)
+    for n, line in enumerate(tx.audit_lines(agent) or iter(()), 1):
+        seen.add(str(line.get("epoch", "")))
+        note_import(imports, line)
+        if "seq" in line and holds(wanted, line):
+            line.setdefault("prev", None)
+            result.feed(Logged(line, f"database line {n}"))
+    if lineage(record.epoch, imports) != segments:
+        return None
+    if not any(s.epoch not in seen and s.epoch in numbered for s in segments):
+        return result
+    result = Replay(agent)
+    for logged in history_lines(None, agent, segments, lambda: tx.audit_lines(agent) or iter(()),
+                                frozenset(seen), log=log):
+        if logged.where.startswith("database"):
+            logged.line.setdefault("prev", None)
+        result.feed(logged)
+    return result
+
+
+def _again(reader: LineReader, rows: list[IndexRow]) -> Iterator[Logged]:
+    """The agent's lines read again at their indexed places, each still hashing
+    to its digest (else :class:`IndexStale`)."""
+    for row, raw in reader.raw_lines(rows):
+        digest = hashlib.sha256(raw[:-1]).digest()
+        if digest != bytes(row[DIGEST]):
+            raise IndexStale(f"the line at {row[0]}:{row[1]} changed while verify read it")
+        line = _decode(raw[:-1].decode("utf-8", "surrogatepass"))
+        yield Logged(line, f"index row {row[0]}:{row[1]}", digest.hex(),
+                     (row[0], row[1], row[2]))
 
 
 #: How much of the log after the agent's last line :func:`by_index` searches

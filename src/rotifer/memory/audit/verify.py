@@ -36,9 +36,11 @@ is between appending its lines and committing meanwhile.
 Most of the time none of that reads the shared log: when the history index
 is whole for the agent and carries each line's SHA-256 (:func:`from_index`),
 the agent's own lines are read at their places and each must hash to the
-digest the store committed with it; the anchor and the replay are as above.
-Anything it cannot vouch for sends verify to the whole log (``full=True``
-always does), which names the first thing wrong and rebuilds the index.
+digest the store committed with it and name the line before it in the log
+(its link in); the anchor and the replay are as above (on PostgreSQL the
+replay is of the database's copy, as below).  Anything it cannot vouch for
+sends verify to the whole log (``full=True`` always does), which names the
+first thing wrong and rebuilds the index.
 
 With a backend that keeps the lines itself (PostgreSQL's ``memory_audit``,
 written in each change's own transaction), the history's segments that lived
@@ -233,26 +235,31 @@ def _local_phantoms(path: Path, agent: str, epoch: str,
 
 
 def from_index(tx: Transaction, path: Path, agent: str, *, anchor: bool = True,
-               progress: Callable[[Scan], None] | None = None) -> Report | None:
+               links: bool = True, progress: Callable[[Scan], None] | None = None
+               ) -> Report | None:
     """The report of :func:`.own.by_index` (``None``: read the whole log)."""
-    checked = by_index(tx, path, agent, anchor=anchor, progress=progress)
+    checked = by_index(tx, path, agent, anchor=anchor, links=links, progress=progress)
     if checked is None:
         return None
     result = checked.result
     entries = len(result.state)
+    linked = " and links to the line before it" if checked.links else ""
+    source = "; its database copy replayed" if checked.kept else ""
     return Report(True, f"agent {agent!r}: {counted(result.changes, 'committed change')}, "
                   f"{counted(result.lines, 'line')}, {counted(entries, 'entry', 'entries')} "
-                  f"{'agrees' if entries == 1 else 'agree'} with the store; each of its "
-                  f"{counted(checked.lines, 'line')} hashes to the digest the store "
-                  f"committed with it{checked.note} (found by the history index; --full "
-                  "checks the hash chain over the whole log)", result.changes, result.lines)
+                  f"{'agrees' if entries == 1 else 'agree'} with the store{source}; each of "
+                  f"its {counted(checked.lines, 'line')} hashes to the digest the store "
+                  f"committed with it{linked}{checked.note} (found by the history index; "
+                  "--full checks the hash chain over the whole log)", result.changes,
+                  result.lines)
 
 
 def verify_agent(store: StoreParts, agent: str, *, repair: bool = True, anchor: bool = True,
-                 progress: Callable[[Scan], None] | None = None, full: bool = False) -> Report:
+                 progress: Callable[[Scan], None] | None = None, full: bool = False,
+                 links: bool = True) -> Report:
     """Verify ``agent``'s log against ``store`` (see the module doc), holding the
-    agent.  ``anchor=False`` skips the anchor check (for tests that show what it
-    catches); ``progress`` is told how far the passes over the log got.  Unless
+    agent.  ``anchor=False`` skips the anchor check, ``links=False`` the link
+    into each of the agent's lines (for tests that show what they catch); ``progress`` is told how far the passes over the log got.  Unless
     ``full``, the agent's own lines are checked by :func:`from_index` when its
     index allows; otherwise (or when that finds anything wrong) the whole log
     is read, and the index rebuilt from it."""
@@ -262,7 +269,7 @@ def verify_agent(store: StoreParts, agent: str, *, repair: bool = True, anchor: 
     # Reading a large log takes as long as it takes: each statement is bounded,
     # not the whole transaction (a deployer's command, like a move).
     with store.backend.long_running(), store.backend.write(agent) as tx:
-        quick = None if full else from_index(tx, path, agent, anchor=anchor,
+        quick = None if full else from_index(tx, path, agent, anchor=anchor, links=links,
                                              progress=progress)
         if quick is not None:
             return quick
