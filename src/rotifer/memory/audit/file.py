@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import stat
 import threading
@@ -49,9 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from ..signals import signals_deferred
-from .actions import ROLLED_BACK
-from .pending import Known, earlier_line
-from .text import ENCODER, chain, line_hash, rolled_back_line
+from .pending import Known, Mark, earlier_line, line_mark, parsed_mark, phantom_line
+from .text import ENCODER, chain, line_hash
 
 try:
     import fcntl
@@ -139,41 +137,6 @@ def _archived_last_hash(path: Path) -> str | None:
     finally:
         os.close(fd)
     return None if last is None else line_hash(last)
-
-
-#: What the phantom check needs of a line: (agent, seq, action, epoch).
-Mark = tuple[Any, Any, Any, Any]
-
-
-def _mark(line: Mapping[str, Any]) -> Mark:
-    return line.get("agent"), line.get("seq"), line.get("action"), line.get("epoch", "")
-
-
-def _parsed_mark(last: bytes, seq: int) -> Mark | None:
-    """The mark of a line read from the file, if it can be change ``seq``'s."""
-    if b'"seq":' + str(seq).encode() + b"," not in last:
-        return None  # cheap: most last lines are not the same change number
-    try:
-        before = json.loads(last)
-    except ValueError:
-        return None
-    return _mark(before) if isinstance(before, dict) else None
-
-
-def _phantom(last: Mark | None, first: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A ``rolled_back`` line when the log's last line is a change of the same
-    agent numbered like the one being appended: that change was logged and
-    never committed (its writer died; the caller holds the agent, so nobody
-    else is between appending and committing)."""
-    seq, agent = first.get("seq"), first.get("agent")
-    if last is None or seq is None or agent is None or first.get("action") == ROLLED_BACK:
-        return None  # a rolled_back line says so itself already
-    if last[0] != agent or last[1] != seq or last[2] == ROLLED_BACK \
-            or last[3] != first.get("epoch", ""):
-        return None  # another change, or the same number in another memory of the agent
-    return rolled_back_line(first["ts"], agent, seq,
-                            "found at the next change: its process ended before the commit",
-                            epoch=last[3])
 
 
 def write_all(fd: int, data: bytes, start: int) -> None:
@@ -387,11 +350,11 @@ class LogFile:
             prev = line_hash(last) if last is not None else (
                 _archived_last_hash(self.path) if regular and start == 0 else None)
             seq = lines[0].get("seq")
-            mark = _parsed_mark(last, seq) if last is not None and isinstance(seq, int) else None
+            mark = parsed_mark(last, seq) if last is not None and isinstance(seq, int) else None
         known = None if kept is None or prefix else kept.known
         if known is not None:
             known.appending(start, foreign)
-        phantom = None if continues else _phantom(mark, lines[0])
+        phantom = None if continues else phantom_line(mark, lines[0])
         agent, seq = lines[0].get("agent"), lines[0].get("seq")
         if phantom is None and not continues and not prefix and start and stat.S_ISREG(info.st_mode) \
                 and isinstance(agent, str) and isinstance(seq, int) \
@@ -399,7 +362,7 @@ class LogFile:
             # The log's last line is not the agent's: its last numbered line may
             # still be a killed change of this number, further back (.pending).
             earlier = earlier_line(fd, start, agent, seq, known)
-            phantom = None if earlier is None else _phantom(_mark(earlier), lines[0])
+            phantom = None if earlier is None else phantom_line(line_mark(earlier), lines[0])
         if phantom is not None:
             bodies = [ENCODER.encode(phantom).encode(), *bodies]
             lines = [phantom, *lines]
@@ -419,7 +382,7 @@ class LogFile:
             _place(placed, lines, data[len(prefix):], kept.number, start + len(prefix))
         if kept is not None and not prefix:
             kept.end, kept.last_hash = start + len(data), final_hash
-            kept.last_mark = _mark(lines[-1])
+            kept.last_mark = line_mark(lines[-1])
             if known is not None:
                 kept.known = known
                 known.wrote(lines)

@@ -34,10 +34,48 @@ from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring as quote
 from typing import Any
 
+from .actions import ROLLED_BACK
+from .text import rolled_back_line
+
 #: How many bytes before the end of the live file are searched.
 SEARCH_BYTES = 16 << 20
 _FIRST_BLOCK = 4096
 _BLOCK = 1 << 16
+
+
+#: What the phantom check needs of a line: (agent, seq, action, epoch).
+Mark = tuple[Any, Any, Any, Any]
+
+
+def line_mark(line: Mapping[str, Any]) -> Mark:
+    return line.get("agent"), line.get("seq"), line.get("action"), line.get("epoch", "")
+
+
+def parsed_mark(last: bytes, seq: int) -> Mark | None:
+    """The mark of a line read from the file, if it can be change ``seq``'s."""
+    if b'"seq":' + str(seq).encode() + b"," not in last:
+        return None  # cheap: most last lines are not the same change number
+    try:
+        before = json.loads(last)
+    except ValueError:
+        return None
+    return line_mark(before) if isinstance(before, dict) else None
+
+
+def phantom_line(last: Mark | None, first: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A ``rolled_back`` line when the log's last line is a change of the same
+    agent numbered like the one being appended: that change was logged and
+    never committed (its writer died; the caller holds the agent, so nobody
+    else is between appending and committing)."""
+    seq, agent = first.get("seq"), first.get("agent")
+    if last is None or seq is None or agent is None or first.get("action") == ROLLED_BACK:
+        return None  # a rolled_back line says so itself already
+    if last[0] != agent or last[1] != seq or last[2] == ROLLED_BACK \
+            or last[3] != first.get("epoch", ""):
+        return None  # another change, or the same number in another memory of the agent
+    return rolled_back_line(first["ts"], agent, seq,
+                            "found at the next change: its process ended before the commit",
+                            epoch=last[3])
 
 
 class Known:
