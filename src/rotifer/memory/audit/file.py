@@ -38,7 +38,6 @@ had not committed yet.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import stat
@@ -192,13 +191,21 @@ def write_all(fd: int, data: bytes, start: int) -> None:
 
 
 def _place(placed: Placed, lines: Sequence[Mapping[str, Any]], data: bytes, number: int,
-           offset: int) -> None:
+           offset: int, digests: Sequence[bytes]) -> None:
     """Record where each of ``lines`` (written as ``data`` at ``offset`` of file
     ``number``) went, and its SHA-256 (the digest the next line's ``prev``
-    names): a line holds no raw newline, so ``data`` splits exactly."""
-    for line, text in zip(lines, data.split(b"\n")[:-1], strict=True):
-        placed.append((line, number, offset, len(text) + 1, hashlib.sha256(text).digest()))
-        offset += len(text) + 1
+    names: ``digests``, as :func:`.text.chain` made them).  A line holds no raw
+    newline, so each one's end is the next newline, found in place (no copy of
+    each line, as splitting ``data`` made)."""
+    find, append, start = data.find, placed.append, 0
+    for line, digest in zip(lines, digests, strict=True):
+        end = find(b"\n", start) + 1
+        if not end:
+            raise ValueError("fewer lines written than placed")
+        append((line, number, offset + start, end - start, digest))
+        start = end
+    if start != len(data):
+        raise ValueError("more lines written than placed")
 
 
 def _roll_over(path: Path, data: bytes) -> int:
@@ -384,19 +391,20 @@ class LogFile:
         if phantom is not None:
             bodies = [ENCODER.encode(phantom).encode(), *bodies]
             lines = [phantom, *lines]
-        data, final_hash = chain(bodies, prev)
+        digests: list[bytes] | None = [] if placed is not None and kept is not None else None
+        data, final_hash = chain(bodies, prev, digests)
         data = prefix + data
         if kept is not None:
             kept.end = -1  # unknown until the write is known to be whole
         if start and start + len(data) > self.max_bytes and not prefix \
                 and stat.S_ISREG(info.st_mode):
             number = _roll_over(self.path, data)
-            if placed is not None and kept is not None:
-                _place(placed, lines, data, number + 1, 0)
+            if digests is not None and placed is not None:
+                _place(placed, lines, data, number + 1, 0, digests)
             return final_hash  # the kept descriptor is the archive now: the next append reopens
         write_all(fd, data, start)
-        if placed is not None and kept is not None:
-            _place(placed, lines, data[len(prefix):], kept.number, start + len(prefix))
+        if digests is not None and placed is not None and kept is not None:
+            _place(placed, lines, data[len(prefix):], kept.number, start + len(prefix), digests)
         if kept is not None and not prefix:
             kept.end, kept.last_hash = start + len(data), final_hash
             kept.last_mark = _mark(lines[-1])

@@ -126,6 +126,39 @@ def rows_for(agent_id: str, placed: Placed) -> list[tuple[Any, ...]]:
     return out
 
 
+#: :func:`key_hash`'s hash before any byte, copied for each key by :func:`key_hashes`.
+_KEY_HASHER = blake2b(digest_size=8)
+
+
+def key_hashes(keys: Iterable[str]) -> list[int]:
+    """:func:`key_hash` of many string keys (an eviction's), each from a copy
+    of an empty hash (cheaper than a new one)."""
+    hasher, from_bytes = _KEY_HASHER.copy, int.from_bytes
+    out = []
+    for key in keys:
+        digest = hasher()
+        digest.update(key.encode("utf-8", "surrogatepass"))
+        out.append(from_bytes(digest.digest(), "big", signed=True))
+    return out
+
+
+def rows_with(agent_id: str, placed: Placed, known: Mapping[int, tuple[Any, ...]]
+              ) -> list[tuple[Any, ...]]:
+    """:func:`rows_for`, with the columns between a line's place and its digest
+    taken from ``known`` (by the line's position in ``placed``) where the change
+    made them with the line, so that an eviction's many lines are not read
+    back field by field; :func:`rows_for` for the others."""
+    out: list[tuple[Any, ...]] = []
+    append, get = out.append, known.get
+    for i, (line, file_no, off, length, digest) in enumerate(placed):
+        tail = get(i)
+        if tail is not None:
+            append((agent_id, file_no, off, length, *tail, digest))
+        else:
+            out += rows_for(agent_id, [(line, file_no, off, length, digest)])
+    return out
+
+
 class LineReader:
     """Reads indexed lines back from the log files, checking each is what its row says."""
 

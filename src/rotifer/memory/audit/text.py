@@ -151,21 +151,27 @@ def rolled_back_line(ts: str, agent: str, seq: int, reason: str,
     return line
 
 
-def chain(bodies: Sequence[bytes], prev: str | None) -> tuple[bytes, str]:
+def chain(bodies: Sequence[bytes], prev: str | None, digests: list[bytes] | None = None
+          ) -> tuple[bytes, str]:
     """Each encoded line (``{...}``, no newline) with ``"prev"`` spliced in as its
     last field, linked to the line before it; with the last line's hash.
+    ``digests``, if given, gets each line's SHA-256 (the history index keeps it).
 
     Each link is kept as the bytes it is spliced in as (``hexlify`` of the
     digest: no hex string made and encoded again), so a line costs its SHA-256
     and two concatenations; the SHA-256 is most of what is left."""
     out: list[bytes] = []
     append = out.append
+    keep = None if digests is None else digests.append
     tail = b',"prev":null}' if prev is None else b',"prev":"' + prev.encode() + b'"}'
     link = None
     for body in bodies:
         line = body[:-1] + tail
         append(line)
-        link = hexlify(sha256(line).digest())
+        digest = sha256(line).digest()
+        if keep is not None:
+            keep(digest)
+        link = hexlify(digest)
         tail = b',"prev":"' + link + b'"}'
     if link is None:
         assert prev is not None

@@ -44,9 +44,9 @@ from typing import Any
 from ..audit import AuditLog, encode_lines, rolled_back_line
 from ..audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
 from ..audit.file import Placed
-from ..audit.index import rows_for
+from ..audit.index import key_hashes, rows_for, rows_with
 from ..audit.text import HEAD, BriefTemplate, audit_line, line_text
-from ..clock import Clock, format_time
+from ..clock import Clock, format_time, parse_time
 from ..context import AUDIT_CONTEXT
 from ..errors import AgentMemoryError, ErrorCode
 from ..model import Category, MemoryEntry, entry_id, entry_ids, stored_entry
@@ -88,6 +88,10 @@ class Change:
     lines: list[dict[str, Any]] = field(default_factory=list)
     #: Each line as JSON (``texts[i]`` encodes ``lines[i]``), made with it.
     texts: list[str] = field(default_factory=list)
+    #: The history index's columns after the place of ``lines[i]`` (from ``seq``
+    #: on, the digest aside), by position, where the change made them with the
+    #: line (:meth:`brief_lines`): see :func:`log_change`.
+    index_tails: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     error: AgentMemoryError | None = None
     #: The entry under the call's key as stored when the transaction began
     #: (after the expiry purge), so the body need not read it again.
@@ -152,9 +156,27 @@ class Change:
         ids = entry_ids(agent, keys)
         sample = audit_line(ts, agent, action, "", "", who, 0, "", {"createdBy": "", **shared},
                             seq, epoch)
-        self.lines += [_brief_line(sample, key, value, size, eid, creator)
-                       for key, value, size, eid, creator
-                       in zip(keys, values, sizes, ids, creators, strict=True)]
+        if type(seq) is int and type(epoch) is str:
+            # The history index's columns of these lines now, from the entries'
+            # own fields, where rows_for would read each back from its line.
+            at, start = parse_time(ts), len(self.lines)
+            self.index_tails.update(
+                (start + i, (seq, epoch, at, action, hashed, value, size))
+                for i, (hashed, value, size)
+                in enumerate(zip(key_hashes(keys), values, sizes, strict=True)))
+        # Each line a copy of the sample (its fields in order) with the entry's
+        # five set: a fifth of building it from a display with ``**shared``, and
+        # inline (no call per line).
+        append, copy = self.lines.append, sample.copy
+        for key, value, size, eid, creator in zip(keys, values, sizes, ids, creators,
+                                                  strict=True):
+            line = copy()
+            line["key"] = key
+            line["category"] = value
+            line["bytes"] = size
+            line["entryId"] = eid
+            line["createdBy"] = creator
+            append(line)
         self.texts += BriefTemplate(ts, agent, action, who, shared, seq, epoch).texts(
             keys, values, sizes, ids, creators)
 
@@ -164,20 +186,6 @@ class Change:
         self.line(action, key, category, nbytes, operation=operation, code=error.code.value,
                   reason=error.message)
         self.error = error
-
-
-def _brief_line(sample: dict[str, Any], key: str, category: str, nbytes: int, entry: str,
-                created_by: str) -> dict[str, Any]:
-    """``sample`` (a line of :meth:`Change.brief_lines`, its fields in order) with
-    the fields of one entry: copying a dict of the same keys and setting five
-    of them costs a fifth of building it from a display with ``**shared``."""
-    line = sample.copy()
-    line["key"] = key
-    line["category"] = category
-    line["bytes"] = nbytes
-    line["entryId"] = entry
-    line["createdBy"] = created_by
-    return line
 
 
 def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
@@ -194,7 +202,14 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
     tx.log_lines(agent_id, seq, encoded)
     placed: Placed = []
     head = audit.write(lines, encoded, placed)
-    tx.index_lines(rows_for(agent_id, placed))  # committed with the anchor, or not at all
+    # Committed with the anchor, or not at all.  The columns the change made with
+    # its lines (an eviction's) where they went out as they are (no phantom's
+    # rolled_back line before them).
+    if change is not None and change.index_tails and change.lines is lines \
+            and change.agent_id == agent_id and len(placed) == len(lines):
+        tx.index_lines(rows_with(agent_id, placed, change.index_tails))
+    else:
+        tx.index_lines(rows_for(agent_id, placed))
     if change is not None:
         change.appended = True
     return head
