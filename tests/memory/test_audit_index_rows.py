@@ -24,29 +24,39 @@ GENE = "v2:" + "b" * 64
 
 
 def placed_lines(change: Change, offset: int = 40) -> list[Any]:
+    if not change.texts:
+        return []
     digests: list[bytes] = []
-    data, _ = chain([t.encode() for t in change.texts], None, digests)
+    lengths: list[int] = []
+    data, _ = chain([t.encode() for t in change.texts], None, digests, lengths)
     placed: list[Any] = []
-    _place(placed, change.lines, data, 2, offset, digests)
+    _place(placed, change.lines, len(data), 2, offset, digests, lengths)
     return placed
 
 
-@given(st.lists(st.tuples(st.text(min_size=1, max_size=6), st.integers(0, 500),
-                          st.sampled_from(list(Category))), max_size=20),
+victims_strategy = st.lists(st.tuples(st.text(min_size=1, max_size=6), st.integers(0, 500),
+                                      st.sampled_from(list(Category))), max_size=12)
+
+
+@given(st.lists(st.tuples(victims_strategy, st.booleans()), min_size=1, max_size=3),
        st.sampled_from(["", "0123456789ab"]), st.booleans())
-def test_a_change_s_own_columns_are_rows_for_s(victims: list[tuple[str, int, Category]],
-                                               epoch: str, line_after: bool) -> None:
-    """Lines of the change's own before and after the eviction's take rows_for's
-    way; the eviction's take the columns made with them: the same rows."""
+def test_a_change_s_own_columns_are_rows_for_s(
+        groups: list[tuple[list[tuple[str, int, Category]], bool]], epoch: str,
+        line_first: bool) -> None:
+    """Lines of the change's own before, between and after its evictions take
+    rows_for's way; the evictions' take the columns made with them (a run per
+    category evicted): the same rows, of the same types."""
     change = Change("agent", 1_780_000_000_000_001, GENE, seq=7, epoch=epoch)
-    change.line("write", "before", Category.CACHE, 3)
-    change.brief_lines("evict", [Brief(k, c, n, 1, 1, GENE) for k, n, c in victims],
-                       forKey="new")
-    if line_after:
-        change.line("write", "new", Category.PREFERENCE, 9)
+    if line_first:
+        change.line("write", "before", Category.CACHE, 3)
+    for victims, line_after in groups:
+        change.brief_lines("evict", [Brief(k, c, n, 1, 1, GENE) for k, n, c in victims],
+                           forKey="new")
+        if line_after:
+            change.line("write", "new", Category.PREFERENCE, 9)
     placed = placed_lines(change)
-    assert len(change.index_tails) == len(victims)
-    rows = rows_with("agent", placed, change.index_tails)
+    assert sum(len(run[2]) for run in change.index_runs) == sum(len(v) for v, _ in groups)
+    rows = rows_with("agent", placed, change.index_runs)
     assert rows == rows_for("agent", placed)
     assert [type(v) for row in rows for v in row] == \
         [type(v) for row in rows_for("agent", placed) for v in row]
@@ -57,7 +67,7 @@ def test_no_columns_are_kept_without_a_change_number() -> None:
     so rows_for reads every line, as before."""
     change = Change("agent", 1_780_000_000_000_001, GENE)
     change.brief_lines("evict", [Brief("k", Category.CACHE, 3, 1, 1, GENE)])
-    assert change.index_tails == {}
+    assert change.index_runs == []
 
 
 @given(st.lists(st.text(max_size=12), max_size=20))
@@ -71,9 +81,10 @@ def test_places_and_digests_are_the_bytes_written(keys: list[str], offset: int) 
     bodies = [line_text("t", "a", "write", k, None, None, 0, None, {}, None).encode()
               for k in keys]
     digests: list[bytes] = []
-    data, _ = chain(bodies, None, digests)
+    lengths: list[int] = []
+    data, _ = chain(bodies, None, digests, lengths)
     placed: list[Any] = []
-    _place(placed, lines, data, 4, offset, digests)
+    _place(placed, lines, len(data), 4, offset, digests, lengths)
     assert [p[0] for p in placed] == lines
     for _line, number, off, length, digest in placed:
         assert number == 4
@@ -86,10 +97,13 @@ def test_places_and_digests_are_the_bytes_written(keys: list[str], offset: int) 
 def test_placing_other_lines_than_were_written_fails() -> None:
     bodies = [b'{"a":1}', b'{"a":2}']
     digests: list[bytes] = []
-    data, _ = chain(bodies, None, digests)
+    lengths: list[int] = []
+    data, _ = chain(bodies, None, digests, lengths)
     lines: list[dict[str, Any]] = [{"a": 1}, {"a": 2}]
-    for wrong_lines, wrong_data in ((lines, data + b'{"a":3}\n'), ([*lines, {"a": 3}], data),
-                                    (lines[:1], data)):
+    _place([], lines, len(data), 1, 0, digests, lengths)  # as written: placed
+    for wrong_lines, total, wrong_digests in ((lines, len(data) + 8, digests),
+                                              ([*lines, {"a": 3}], len(data), digests),
+                                              (lines[:1], len(data), digests[:1]),
+                                              (lines, len(data), digests[:1])):
         with pytest.raises(ValueError):
-            _place([], wrong_lines, wrong_data, 1, 0,
-                   digests if len(wrong_lines) == 2 else [*digests, b""][:len(wrong_lines)])
+            _place([], wrong_lines, total, 1, 0, wrong_digests, lengths)

@@ -44,6 +44,7 @@ import stat
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, repeat
 from pathlib import Path
 from typing import Any
 
@@ -190,22 +191,17 @@ def write_all(fd: int, data: bytes, start: int) -> None:
         raise
 
 
-def _place(placed: Placed, lines: Sequence[Mapping[str, Any]], data: bytes, number: int,
-           offset: int, digests: Sequence[bytes]) -> None:
-    """Record where each of ``lines`` (written as ``data`` at ``offset`` of file
-    ``number``) went, and its SHA-256 (the digest the next line's ``prev``
-    names: ``digests``, as :func:`.text.chain` made them).  A line holds no raw
-    newline, so each one's end is the next newline, found in place (no copy of
-    each line, as splitting ``data`` made)."""
-    find, append, start = data.find, placed.append, 0
-    for line, digest in zip(lines, digests, strict=True):
-        end = find(b"\n", start) + 1
-        if not end:
-            raise ValueError("fewer lines written than placed")
-        append((line, number, offset + start, end - start, digest))
-        start = end
-    if start != len(data):
-        raise ValueError("more lines written than placed")
+def _place(placed: Placed, lines: Sequence[Mapping[str, Any]], total: int, number: int,
+           offset: int, digests: Sequence[bytes], lengths: Sequence[int]) -> None:
+    """Record where each of ``lines`` (written as ``total`` bytes at ``offset``
+    of file ``number``) went and its SHA-256 (the digest the next line's
+    ``prev`` names): ``digests`` and ``lengths`` as :func:`.text.chain` made
+    them (each line's place its predecessors' lengths on from ``offset``: the
+    tuples are made by ``zip``, no Python step per line)."""
+    if len(lengths) != len(lines) or sum(lengths) != total:
+        raise ValueError("the lines placed are not the bytes written")
+    placed += zip(lines, repeat(number, len(lines)), accumulate(lengths[:-1], initial=offset),
+                  lengths, digests, strict=True)
 
 
 def _roll_over(path: Path, data: bytes) -> int:
@@ -391,20 +387,24 @@ class LogFile:
         if phantom is not None:
             bodies = [ENCODER.encode(phantom).encode(), *bodies]
             lines = [phantom, *lines]
+        # Each line's digest and length when its place is asked for.
         digests: list[bytes] | None = [] if placed is not None and kept is not None else None
-        data, final_hash = chain(bodies, prev, digests)
+        lengths: list[int] | None = None if digests is None else []
+        data, final_hash = chain(bodies, prev, digests, lengths)
         data = prefix + data
         if kept is not None:
             kept.end = -1  # unknown until the write is known to be whole
         if start and start + len(data) > self.max_bytes and not prefix \
                 and stat.S_ISREG(info.st_mode):
             number = _roll_over(self.path, data)
-            if digests is not None and placed is not None:
-                _place(placed, lines, data, number + 1, 0, digests)
+            if digests is not None and lengths is not None and placed is not None:
+                _place(placed, lines, len(data), number + 1, 0, digests, lengths)
             return final_hash  # the kept descriptor is the archive now: the next append reopens
         write_all(fd, data, start)
-        if digests is not None and placed is not None and kept is not None:
-            _place(placed, lines, data[len(prefix):], kept.number, start + len(prefix), digests)
+        if digests is not None and lengths is not None and placed is not None \
+                and kept is not None:
+            _place(placed, lines, len(data) - len(prefix), kept.number, start + len(prefix),
+                   digests, lengths)
         if kept is not None and not prefix:
             kept.end, kept.last_hash = start + len(data), final_hash
             kept.last_mark = _mark(lines[-1])

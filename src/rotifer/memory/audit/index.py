@@ -43,6 +43,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from hashlib import blake2b
+from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -142,20 +143,34 @@ def key_hashes(keys: Iterable[str]) -> list[int]:
     return out
 
 
-def rows_with(agent_id: str, placed: Placed, known: Mapping[int, tuple[Any, ...]]
-              ) -> list[tuple[Any, ...]]:
-    """:func:`rows_for`, with the columns between a line's place and its digest
-    taken from ``known`` (by the line's position in ``placed``) where the change
-    made them with the line, so that an eviction's many lines are not read
-    back field by field; :func:`rows_for` for the others."""
+#: A run of a change's lines whose index columns the change made with them
+#: (``Change.brief_lines``): the first line's position among the lines
+#: appended, the columns all of them share (seq, epoch, ts_us, action), and
+#: each line's key hash, category and bytes.
+IndexRun = tuple[int, tuple[int, str, int, str], Sequence[int], Sequence[str], Sequence[int]]
+
+
+def rows_with(agent_id: str, placed: Placed, runs: Sequence[IndexRun]) -> list[tuple[Any, ...]]:
+    """:func:`rows_for`, each row of a line in one of ``runs`` (in order, none
+    overlapping) made from the run's columns and its place, so that an
+    eviction's many lines are not read back field by field; :func:`rows_for`
+    for the lines between and after."""
     out: list[tuple[Any, ...]] = []
-    append, get = out.append, known.get
-    for i, (line, file_no, off, length, digest) in enumerate(placed):
-        tail = get(i)
-        if tail is not None:
-            append((agent_id, file_no, off, length, *tail, digest))
-        else:
-            out += rows_for(agent_id, [(line, file_no, off, length, digest)])
+    at = 0
+    for start, (seq, epoch, ts_us, action), hashes, categories, sizes in runs:
+        if start > at:
+            out += rows_for(agent_id, placed[at:start])
+        count = len(hashes)
+        at = start + count
+        if not count:
+            continue
+        # The places by column (one zip), the rows by zip: no Python step per row.
+        _, files, offs, lengths, digests = zip(*placed[start:at], strict=True)
+        out += zip(repeat(agent_id, count), files, offs, lengths, repeat(seq, count),
+                   repeat(epoch, count), repeat(ts_us, count), repeat(action, count), hashes,
+                   categories, sizes, digests, strict=True)
+    if at < len(placed):
+        out += rows_for(agent_id, placed[at:])
     return out
 
 

@@ -44,7 +44,7 @@ from typing import Any
 from ..audit import AuditLog, encode_lines, rolled_back_line
 from ..audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
 from ..audit.file import Placed
-from ..audit.index import key_hashes, rows_for, rows_with
+from ..audit.index import IndexRun, key_hashes, rows_for, rows_with
 from ..audit.text import HEAD, BriefTemplate, audit_line, line_text
 from ..clock import Clock, format_time, parse_time
 from ..context import AUDIT_CONTEXT
@@ -88,10 +88,9 @@ class Change:
     lines: list[dict[str, Any]] = field(default_factory=list)
     #: Each line as JSON (``texts[i]`` encodes ``lines[i]``), made with it.
     texts: list[str] = field(default_factory=list)
-    #: The history index's columns after the place of ``lines[i]`` (from ``seq``
-    #: on, the digest aside), by position, where the change made them with the
-    #: line (:meth:`brief_lines`): see :func:`log_change`.
-    index_tails: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    #: The history index's columns of runs of ``lines`` the change made with
+    #: them (:meth:`brief_lines`), in order: see :func:`log_change`.
+    index_runs: list[IndexRun] = field(default_factory=list)
     error: AgentMemoryError | None = None
     #: The entry under the call's key as stored when the transaction began
     #: (after the expiry purge), so the body need not read it again.
@@ -152,18 +151,15 @@ class Change:
                           **shared)
             return
         seq, epoch = self.seq, self.epoch
-        values = [_VALUES[c] for c in categories]
+        values = list(map(_VALUES.__getitem__, categories))
         ids = entry_ids(agent, keys)
         sample = audit_line(ts, agent, action, "", "", who, 0, "", {"createdBy": "", **shared},
                             seq, epoch)
         if type(seq) is int and type(epoch) is str:
             # The history index's columns of these lines now, from the entries'
             # own fields, where rows_for would read each back from its line.
-            at, start = parse_time(ts), len(self.lines)
-            self.index_tails.update(
-                (start + i, (seq, epoch, at, action, hashed, value, size))
-                for i, (hashed, value, size)
-                in enumerate(zip(key_hashes(keys), values, sizes, strict=True)))
+            self.index_runs.append((len(self.lines), (seq, epoch, parse_time(ts), action),
+                                    key_hashes(keys), values, sizes))
         # Each line a copy of the sample (its fields in order) with the entry's
         # five set: a fifth of building it from a display with ``**shared``, and
         # inline (no call per line).
@@ -205,9 +201,9 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
     # Committed with the anchor, or not at all.  The columns the change made with
     # its lines (an eviction's) where they went out as they are (no phantom's
     # rolled_back line before them).
-    if change is not None and change.index_tails and change.lines is lines \
+    if change is not None and change.index_runs and change.lines is lines \
             and change.agent_id == agent_id and len(placed) == len(lines):
-        tx.index_lines(rows_with(agent_id, placed, change.index_tails))
+        tx.index_lines(rows_with(agent_id, placed, change.index_runs))
     else:
         tx.index_lines(rows_for(agent_id, placed))
     if change is not None:

@@ -4,7 +4,9 @@ statements are shared with PostgreSQL: :mod:`rotifer.memory.storage.sql_transact
 from __future__ import annotations
 
 import sqlite3
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -18,6 +20,8 @@ from ..sql_transaction import SqlTransaction, Statements, newest_position
 from .rows import make_row, row_params
 
 _new_brief = tuple.__new__
+#: A cleanup candidate's size (the second column of ``OLDEST_SQL``).
+_SIZE = itemgetter(1)
 
 PUT_SQL = put_sql("?")
 DELETE_CHUNK = 500
@@ -151,21 +155,37 @@ class SqliteTransaction(SqlTransaction):
 
     def oldest_to_free(self, agent_id: str, category: Category, need: int, passing: str
                        ) -> list[Brief]:
-        """One statement read only as far as needed: sqlite3 steps it a row at a
-        time, so an eviction of 100 reads 100 rows, where pages of 16, 32 and
-        64 briefs read 112 in three statements (~0.6 µs a victim, measured)."""
+        """One statement read only about as far as needed: its rows are fetched in
+        batches of as many as would free the rest were none larger than the
+        largest seen so far (the first batch one row), and a batch is cut where
+        its running sum reaches ``need`` (``bisect``).  With entries of one size
+        that reads exactly the victims, with others a few more at most, where
+        a later entry is larger than all before it; and no Python step per row
+        (sqlite3 and ``zip`` make the rows and the Briefs), where stepping the
+        cursor a row at a time cost ~0.2 µs a victim more (CPU time, load 4).
+        Pages of 16, 32 and 64 briefs read 112 rows for 100 victims."""
         cursor = self.conn.execute(OLDEST_SQL, (agent_id, category.value, passing))
-        taken: list[Brief] = []
-        append = taken.append  # each Brief made as the row is stepped to
+        taken: list[tuple[Any, ...]] = []
         try:
-            for key, size, updated_us, seq, created_by in cursor:
-                append(_new_brief(Brief, (key, category, size, updated_us, seq, created_by)))
-                need -= size
-                if need <= 0:
+            largest = 0
+            while need > 0:
+                batch = cursor.fetchmany(-(-need // largest) if largest else 1)
+                if not batch:
                     break
+                sums = list(accumulate(map(_SIZE, batch)))
+                if sums[-1] >= need:
+                    taken += batch[:bisect_left(sums, need) + 1]
+                    break
+                taken += batch
+                need -= sums[-1]
+                largest = max(largest, 1, *map(_SIZE, batch))
         finally:
             cursor.close()
-        return taken
+        if not taken:
+            return []
+        keys, sizes, updated, seqs, creators = zip(*taken, strict=True)
+        return list(map(_new_brief, repeat(Brief, len(keys)),
+                        zip(keys, repeat(category), sizes, updated, seqs, creators)))
 
     def evict(self, agent_id: str, category: Category, victims: list[Brief], passing: str
               ) -> None:
