@@ -10,7 +10,7 @@ import hashlib
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rotifer.memory.audit.file import _place
@@ -71,6 +71,7 @@ def test_no_columns_are_kept_without_a_change_number() -> None:
 
 
 @given(st.lists(st.text(max_size=12), max_size=20))
+@example(["a", "\ud800", "ü"])  # a lone surrogate among others: key_hash's encoding
 def test_key_hashes_are_key_hash_s(keys: list[str]) -> None:
     assert key_hashes(keys) == [key_hash(k) for k in keys]
 

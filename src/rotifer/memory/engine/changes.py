@@ -46,13 +46,16 @@ from ..audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
 from ..audit.file import Placed
 from ..audit.index import IndexRun, key_hashes, rows_for, rows_with
 from ..audit.text import HEAD, BriefTemplate, audit_line, line_text
-from ..clock import Clock, format_time, parse_time
+from ..clock import Clock, format_time
 from ..context import AUDIT_CONTEXT
 from ..errors import AgentMemoryError, ErrorCode
 from ..model import Category, MemoryEntry, entry_id, entry_ids, stored_entry
 from ..storage.backend import Backend, Brief, Row, Transaction
 
 HEAD_FIELDS = frozenset(HEAD)
+#: Times from 1970 to the year 10,000 (exclusive) in microseconds: ``format_time``
+#: writes them as ``parse_time`` reads them back, to the microsecond.
+_YEAR_10000_US = 253_402_300_800_000_000
 #: Each category's name (``Category.value`` is a property: a call on every read).
 _VALUES = {c: c.value for c in Category}
 
@@ -155,10 +158,11 @@ class Change:
         ids = entry_ids(agent, keys)
         sample = audit_line(ts, agent, action, "", "", who, 0, "", {"createdBy": "", **shared},
                             seq, epoch)
-        if type(seq) is int and type(epoch) is str:
+        if type(seq) is int and type(epoch) is str and 0 <= self.now_us < _YEAR_10000_US:
             # The history index's columns of these lines now, from the entries'
-            # own fields, where rows_for would read each back from its line.
-            self.index_runs.append((len(self.lines), (seq, epoch, parse_time(ts), action),
+            # own fields, where rows_for would read each back from its line (the
+            # time is the change's: what parsing ``ts`` gives back in that range).
+            self.index_runs.append((len(self.lines), (seq, epoch, self.now_us, action),
                                     key_hashes(keys), values, sizes))
         # Each line a copy of the sample (its fields in order) with the entry's
         # five set: a fifth of building it from a display with ``**shared``, and
