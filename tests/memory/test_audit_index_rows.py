@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from rotifer.memory.audit.file import _place
+from rotifer.memory.audit.file import Places, _place
 from rotifer.memory.audit.index import key_hash, key_hashes, rows_for, rows_with
 from rotifer.memory.audit.text import chain, line_text
 from rotifer.memory.engine.changes import Change
@@ -23,15 +23,16 @@ from rotifer.memory.storage.backend import Brief
 GENE = "v2:" + "b" * 64
 
 
-def placed_lines(change: Change, offset: int = 40) -> list[Any]:
+def placed_lines(change: Change, offset: int = 40) -> Places:
+    """Where the change's lines would go, written at ``offset`` of file 2."""
+    places = Places()
     if not change.texts:
-        return []
+        return places
     digests: list[bytes] = []
     lengths: list[int] = []
     data, _ = chain([t.encode() for t in change.texts], None, digests, lengths)
-    placed: list[Any] = []
-    _place(placed, change.lines, len(data), 2, offset, digests, lengths)
-    return placed
+    _place(places, change.lines, len(data), 2, offset, digests, lengths)
+    return places
 
 
 victims_strategy = st.lists(st.tuples(st.text(min_size=1, max_size=6), st.integers(0, 500),
@@ -54,9 +55,10 @@ def test_a_change_s_own_columns_are_rows_for_s(
                            forKey="new")
         if line_after:
             change.line("write", "new", Category.PREFERENCE, 9)
-    placed = placed_lines(change)
+    places = placed_lines(change)
+    placed = places.placed()
     assert sum(len(run[2]) for run in change.index_runs) == sum(len(v) for v, _ in groups)
-    rows = rows_with("agent", placed, change.index_runs)
+    rows = rows_with("agent", places, change.index_runs)
     assert rows == rows_for("agent", placed)
     assert [type(v) for row in rows for v in row] == \
         [type(v) for row in rows_for("agent", placed) for v in row]
@@ -87,6 +89,9 @@ def test_places_and_digests_are_the_bytes_written(keys: list[str], offset: int) 
     placed: list[Any] = []
     _place(placed, lines, len(data), 4, offset, digests, lengths)
     assert [p[0] for p in placed] == lines
+    places = Places()
+    _place(places, lines, len(data), 4, offset, digests, lengths)
+    assert places.placed() == placed  # the same places, by column
     for _line, number, off, length, digest in placed:
         assert number == 4
         text = data[off - offset:off - offset + length]

@@ -43,7 +43,7 @@ import os
 import stat
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,29 @@ def current_number(path: Path) -> int:
 Placed = list[tuple[Mapping[str, Any], int, int, int, bytes]]
 
 
+@dataclass(slots=True)
+class Places:
+    """Where one append's lines went, by column instead of a tuple per line
+    (:data:`Placed`): for a change of many lines whose index rows are made from
+    columns (an eviction's: ``audit.index.rows_with``).  Filled by
+    :meth:`LogFile.append` when passed instead of a list; ``lines`` are the
+    lines written (a phantom's ``rolled_back`` line first, if there was one)."""
+
+    lines: Sequence[Mapping[str, Any]] = ()
+    number: int = 0
+    #: Each line's byte offset in file ``number``.
+    offsets: list[int] = field(default_factory=list)
+    #: Each line's length with its newline, and its SHA-256.
+    lengths: list[int] = field(default_factory=list)
+    digests: list[bytes] = field(default_factory=list)
+
+    def placed(self, start: int = 0, end: int | None = None) -> Placed:
+        """Lines ``start`` to ``end`` as :data:`Placed` tuples."""
+        window = slice(start, end)
+        return list(zip(self.lines[window], repeat(self.number), self.offsets[window],
+                        self.lengths[window], self.digests[window]))
+
+
 def _archived_last_hash(path: Path) -> str | None:
     """The chain link to the newest rolled-over file, for a log that starts empty."""
     kept = archives(path)
@@ -191,17 +214,21 @@ def write_all(fd: int, data: bytes, start: int) -> None:
         raise
 
 
-def _place(placed: Placed, lines: Sequence[Mapping[str, Any]], total: int, number: int,
-           offset: int, digests: Sequence[bytes], lengths: Sequence[int]) -> None:
+def _place(placed: Placed | Places, lines: Sequence[Mapping[str, Any]], total: int,
+           number: int, offset: int, digests: list[bytes], lengths: list[int]) -> None:
     """Record where each of ``lines`` (written as ``total`` bytes at ``offset``
     of file ``number``) went and its SHA-256 (the digest the next line's
     ``prev`` names): ``digests`` and ``lengths`` as :func:`.text.chain` made
     them (each line's place its predecessors' lengths on from ``offset``: the
-    tuples are made by ``zip``, no Python step per line)."""
-    if len(lengths) != len(lines) or sum(lengths) != total:
+    tuples, or the columns of :class:`Places`, made with no Python step per line)."""
+    if len(lengths) != len(lines) or len(digests) != len(lines) or sum(lengths) != total:
         raise ValueError("the lines placed are not the bytes written")
-    placed += zip(lines, repeat(number, len(lines)), accumulate(lengths[:-1], initial=offset),
-                  lengths, digests, strict=True)
+    offsets = accumulate(lengths[:-1], initial=offset)
+    if isinstance(placed, Places):
+        placed.lines, placed.number, placed.offsets = lines, number, list(offsets)
+        placed.lengths, placed.digests = lengths, digests
+        return
+    placed += zip(lines, repeat(number, len(lines)), offsets, lengths, digests, strict=True)
 
 
 def _roll_over(path: Path, data: bytes) -> int:
@@ -340,7 +367,7 @@ class LogFile:
             os.close(fd)  # also releases the lock
 
     def append(self, bodies: list[bytes], lines: Sequence[Mapping[str, Any]],
-               placed: Placed | None = None) -> str:
+               placed: Placed | Places | None = None) -> str:
         """Append the encoded ``bodies`` (of ``lines``), chained, with a
         ``rolled_back`` line first if the log ends in a phantom of this change;
         return the hash of the last line written (the change's anchor).
@@ -355,7 +382,8 @@ class LogFile:
                 self._release(fd)
 
     def _append_locked(self, fd: int, info: os.stat_result, bodies: list[bytes],
-                       lines: Sequence[Mapping[str, Any]], placed: Placed | None) -> str:
+                       lines: Sequence[Mapping[str, Any]], placed: Placed | Places | None
+                       ) -> str:
         kept = self._open if self._open is not None and self._open.fd == fd else None
         start = info.st_size
         prefix = b""

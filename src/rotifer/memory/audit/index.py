@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .file import Placed, current_number
+from .file import Placed, Places, current_number
 
 
 class Entry(NamedTuple):
@@ -166,27 +166,26 @@ def key_hashes(keys: Sequence[str]) -> list[int]:
 IndexRun = tuple[int, tuple[int, str, int, str], Sequence[int], Sequence[str], Sequence[int]]
 
 
-def rows_with(agent_id: str, placed: Placed, runs: Sequence[IndexRun]) -> list[tuple[Any, ...]]:
-    """:func:`rows_for`, each row of a line in one of ``runs`` (in order, none
-    overlapping) made from the run's columns and its place, so that an
-    eviction's many lines are not read back field by field; :func:`rows_for`
-    for the lines between and after."""
+def rows_with(agent_id: str, places: Places, runs: Sequence[IndexRun]
+              ) -> list[tuple[Any, ...]]:
+    """:func:`rows_for` of the lines ``places`` says went out, each row of a line
+    in one of ``runs`` (in order, none overlapping) zipped from the run's columns
+    and the places' (no tuple per line read back field by field, no Python
+    step per row); :func:`rows_for` for the lines between and after."""
     out: list[tuple[Any, ...]] = []
-    at = 0
+    at, number = 0, places.number
+    offsets, lengths, digests = places.offsets, places.lengths, places.digests
     for start, (seq, epoch, ts_us, action), hashes, categories, sizes in runs:
         if start > at:
-            out += rows_for(agent_id, placed[at:start])
+            out += rows_for(agent_id, places.placed(at, start))
         count = len(hashes)
         at = start + count
-        if not count:
-            continue
-        # The places by column (one zip), the rows by zip: no Python step per row.
-        _, files, offs, lengths, digests = zip(*placed[start:at], strict=True)
-        out += zip(repeat(agent_id, count), files, offs, lengths, repeat(seq, count),
-                   repeat(epoch, count), repeat(ts_us, count), repeat(action, count), hashes,
-                   categories, sizes, digests, strict=True)
-    if at < len(placed):
-        out += rows_for(agent_id, placed[at:])
+        out += zip(repeat(agent_id, count), repeat(number, count), offsets[start:at],
+                   lengths[start:at], repeat(seq, count), repeat(epoch, count),
+                   repeat(ts_us, count), repeat(action, count), hashes, categories, sizes,
+                   digests[start:at], strict=True)
+    if at < len(lengths):
+        out += rows_for(agent_id, places.placed(at))
     return out
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from ..audit import AuditLog, encode_lines, rolled_back_line
 from ..audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
-from ..audit.file import Placed
+from ..audit.file import Placed, Places
 from ..audit.index import IndexRun, key_hashes, rows_for, rows_with
 from ..audit.text import HEAD, BriefTemplate, audit_line, line_text
 from ..clock import Clock, format_time
@@ -164,19 +164,12 @@ class Change:
             # time is the change's: what parsing ``ts`` gives back in that range).
             self.index_runs.append((len(self.lines), (seq, epoch, self.now_us, action),
                                     key_hashes(keys), values, sizes))
-        # Each line a copy of the sample (its fields in order) with the entry's
-        # five set: a fifth of building it from a display with ``**shared``, and
-        # inline (no call per line).
-        append, copy = self.lines.append, sample.copy
-        for key, value, size, eid, creator in zip(keys, values, sizes, ids, creators,
-                                                  strict=True):
-            line = copy()
-            line["key"] = key
-            line["category"] = value
-            line["bytes"] = size
-            line["entryId"] = eid
-            line["createdBy"] = creator
-            append(line)
+        # Each line the sample (its fields in order, which an update keeps) with
+        # the entry's five: one call per line, the copy and the five set in C.
+        self.lines += [dict(sample, key=key, category=value, bytes=size, entryId=eid,
+                            createdBy=creator)
+                       for key, value, size, eid, creator
+                       in zip(keys, values, sizes, ids, creators, strict=True)]
         self.texts += BriefTemplate(ts, agent, action, who, shared, seq, epoch).texts(
             keys, values, sizes, ids, creators)
 
@@ -200,15 +193,21 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
     encoded = change.texts if change is not None and change.lines is lines \
         else encode_lines(lines)
     tx.log_lines(agent_id, seq, encoded)
-    placed: Placed = []
-    head = audit.write(lines, encoded, placed)
-    # Committed with the anchor, or not at all.  The columns the change made with
-    # its lines (an eviction's) where they went out as they are (no phantom's
-    # rolled_back line before them).
+    # The index rows are committed with the anchor, or not at all.  A change that
+    # made its lines' columns with them (an eviction's) has its lines placed by
+    # column and its rows zipped from both, when they went out as they are (no
+    # phantom's rolled_back line before them).
     if change is not None and change.index_runs and change.lines is lines \
-            and change.agent_id == agent_id and len(placed) == len(lines):
-        tx.index_lines(rows_with(agent_id, placed, change.index_runs))
+            and change.agent_id == agent_id:
+        places = Places()
+        head = audit.write(lines, encoded, places)
+        if len(places.lines) == len(lines):
+            tx.index_lines(rows_with(agent_id, places, change.index_runs))
+        else:
+            tx.index_lines(rows_for(agent_id, places.placed()))
     else:
+        placed: Placed = []
+        head = audit.write(lines, encoded, placed)
         tx.index_lines(rows_for(agent_id, placed))
     if change is not None:
         change.appended = True
