@@ -260,3 +260,25 @@ def test_postgres_takes_the_full_paths(store_factory: StoreFactory, tmp_path: Pa
         assert store.lean_paths is (backend == "sqlite")
     finally:
         store.close()
+
+
+def test_a_prefix_without_an_upper_bound_goes_the_full_way(
+        store_factory: StoreFactory, tmp_path: Path, backend: str, ways: Counter[str]) -> None:
+    """The lean query checks each key against the prefix's range [prefix, bound);
+    a prefix of U+10FFFF only has no bound, so the full path answers it -- the
+    same entries as a prefix with one."""
+    store = store_factory(tmp_path / "s", name="s")
+    store.lean_paths = True
+    try:
+        store.create_agent("roomy")
+        memory = store.for_gene("roomy", *GENES[0])
+        for key in ("\U0010ffff", "\U0010ffffa", "\U0010fffe", "a"):
+            memory.write_memory(key, b"x", "CACHE")
+        assert [e.key for e in memory.query_memory({"keyPrefix": "\U0010ffff"})] == \
+            ["\U0010ffffa", "\U0010ffff"]
+        assert ways["query full"] == 1 and ways["query lean"] == 0, ways
+        assert [e.key for e in memory.query_memory({"keyPrefix": "\U0010fffe"})] == \
+            ["\U0010fffe"]
+        assert ways["query lean"] == 1, ways
+    finally:
+        store.close()

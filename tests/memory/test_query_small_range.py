@@ -172,3 +172,30 @@ def _us(text: str) -> int:
     from rotifer.memory.clock import parse_time
 
     return parse_time(text)
+
+
+def test_a_small_range_puts_entries_of_one_time_in_write_order(store_factory: StoreFactory
+                                                               ) -> None:
+    """Entries sharing their update time (as an import may store them) come newest
+    first by their number: the range's rows are sorted by seq, then (stable) by
+    time, both descending."""
+    from rotifer.memory.model import DEFAULT_ACCESS_POLICY
+    from rotifer.memory.storage.backend import Row
+
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    store = store_factory(clock=clock)
+    store.create_agent("agent", quota_bytes=10**9)
+    t0 = clock.now_us() - 10_000_000
+    times = [t0 + 3, t0 + 1, t0 + 3, t0 + 2, t0 + 1, t0 + 3, t0 + 2]
+    seqs = [7, 2, 9, 4, 5, 1, 6]
+    with store.backend.write("agent") as tx:
+        for i, (updated, seq) in enumerate(zip(times, seqs, strict=True)):
+            tx.put(Row(agent_id="agent", key=f"t/{i}", category=Category.CACHE, value=b"v",
+                       created_by=GENE, creator_domain=None, last_accessed_by=GENE,
+                       created_us=updated, updated_us=updated, access=DEFAULT_ACCESS_POLICY,
+                       retention=None, expires_us=None, seq=seq))
+    found = [e.key for e in store.for_gene("agent", GENE, None).query_memory(
+        {"keyPrefix": "t/"})]
+    by_newest = sorted(range(7), key=lambda i: (times[i], seqs[i]), reverse=True)
+    assert found == [f"t/{i}" for i in by_newest]
+    assert found == _newest(store, "t/")

@@ -38,12 +38,12 @@ had not committed yet.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,29 @@ def current_number(path: Path) -> int:
 Placed = list[tuple[Mapping[str, Any], int, int, int, bytes]]
 
 
+@dataclass(slots=True)
+class Places:
+    """Where one append's lines went, by column instead of a tuple per line
+    (:data:`Placed`): for a change of many lines whose index rows are made from
+    columns (an eviction's: ``audit.index.rows_with``).  Filled by
+    :meth:`LogFile.append` when passed instead of a list; ``lines`` are the
+    lines written (a phantom's ``rolled_back`` line first, if there was one)."""
+
+    lines: Sequence[Mapping[str, Any]] = ()
+    number: int = 0
+    #: Each line's byte offset in file ``number``.
+    offsets: list[int] = field(default_factory=list)
+    #: Each line's length with its newline, and its SHA-256.
+    lengths: list[int] = field(default_factory=list)
+    digests: list[bytes] = field(default_factory=list)
+
+    def placed(self, start: int = 0, end: int | None = None) -> Placed:
+        """Lines ``start`` to ``end`` as :data:`Placed` tuples."""
+        window = slice(start, end)
+        return list(zip(self.lines[window], repeat(self.number), self.offsets[window],
+                        self.lengths[window], self.digests[window]))
+
+
 def _archived_last_hash(path: Path) -> str | None:
     """The chain link to the newest rolled-over file, for a log that starts empty."""
     kept = archives(path)
@@ -155,14 +178,21 @@ def write_all(fd: int, data: bytes, start: int) -> None:
         raise
 
 
-def _place(placed: Placed, lines: Sequence[Mapping[str, Any]], data: bytes, number: int,
-           offset: int) -> None:
-    """Record where each of ``lines`` (written as ``data`` at ``offset`` of file
-    ``number``) went, and its SHA-256 (the digest the next line's ``prev``
-    names): a line holds no raw newline, so ``data`` splits exactly."""
-    for line, text in zip(lines, data.split(b"\n")[:-1], strict=True):
-        placed.append((line, number, offset, len(text) + 1, hashlib.sha256(text).digest()))
-        offset += len(text) + 1
+def _place(placed: Placed | Places, lines: Sequence[Mapping[str, Any]], total: int,
+           number: int, offset: int, digests: list[bytes], lengths: list[int]) -> None:
+    """Record where each of ``lines`` (written as ``total`` bytes at ``offset``
+    of file ``number``) went and its SHA-256 (the digest the next line's
+    ``prev`` names): ``digests`` and ``lengths`` as :func:`.text.chain` made
+    them (each line's place its predecessors' lengths on from ``offset``: the
+    tuples, or the columns of :class:`Places`, made with no Python step per line)."""
+    if len(lengths) != len(lines) or len(digests) != len(lines) or sum(lengths) != total:
+        raise ValueError("the lines placed are not the bytes written")
+    offsets = accumulate(lengths[:-1], initial=offset)
+    if isinstance(placed, Places):
+        placed.lines, placed.number, placed.offsets = lines, number, list(offsets)
+        placed.lengths, placed.digests = lengths, digests
+        return
+    placed += zip(lines, repeat(number, len(lines)), offsets, lengths, digests, strict=True)
 
 
 def _roll_over(path: Path, data: bytes) -> int:
@@ -303,7 +333,7 @@ class LogFile:
             os.close(fd)  # also releases the lock
 
     def append(self, bodies: list[bytes], lines: Sequence[Mapping[str, Any]],
-               placed: Placed | None = None, continues: bool = False) -> str:
+               placed: Placed | Places | None = None, continues: bool = False) -> str:
         """Append the encoded ``bodies`` (of ``lines``), chained, with a
         ``rolled_back`` line first if the log ends in a phantom of this change;
         return the hash of the last line written (the change's anchor).
@@ -320,7 +350,7 @@ class LogFile:
                 self._release(fd)
 
     def _append_locked(self, fd: int, info: os.stat_result, bodies: list[bytes],
-                       lines: Sequence[Mapping[str, Any]], placed: Placed | None,
+                       lines: Sequence[Mapping[str, Any]], placed: Placed | Places | None,
                        continues: bool = False) -> str:
         kept = self._open if self._open is not None and self._open.fd == fd else None
         start = info.st_size
@@ -366,7 +396,10 @@ class LogFile:
         if phantom is not None:
             bodies = [ENCODER.encode(phantom).encode(), *bodies]
             lines = [phantom, *lines]
-        data, final_hash = chain(bodies, prev)
+        # Each line's digest and length when its place is asked for.
+        digests: list[bytes] | None = [] if placed is not None and kept is not None else None
+        lengths: list[int] | None = None if digests is None else []
+        data, final_hash = chain(bodies, prev, digests, lengths)
         data = prefix + data
         if kept is not None:
             kept.end = -1  # unknown until the write is known to be whole
@@ -374,12 +407,14 @@ class LogFile:
         if start and start + len(data) > self.max_bytes and not prefix \
                 and stat.S_ISREG(info.st_mode):
             number = _roll_over(self.path, data)
-            if placed is not None and kept is not None:
-                _place(placed, lines, data, number + 1, 0)
+            if digests is not None and lengths is not None and placed is not None:
+                _place(placed, lines, len(data), number + 1, 0, digests, lengths)
             return final_hash  # the kept descriptor is the archive now: the next append reopens
         write_all(fd, data, start)
-        if placed is not None and kept is not None:
-            _place(placed, lines, data[len(prefix):], kept.number, start + len(prefix))
+        if digests is not None and lengths is not None and placed is not None \
+                and kept is not None:
+            _place(placed, lines, len(data) - len(prefix), kept.number, start + len(prefix),
+                   digests, lengths)
         if kept is not None and not prefix:
             kept.end, kept.last_hash = start + len(data), final_hash
             kept.last_mark = line_mark(lines[-1])

@@ -41,14 +41,17 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from hashlib import blake2b
+from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .file import Placed, archives, current_number
+from .file import Placed, Places, archives, current_number
 
 
 class Entry(NamedTuple):
@@ -126,6 +129,66 @@ def rows_for(agent_id: str, placed: Placed) -> list[tuple[Any, ...]]:
         entry = entry_of(line, file_no, off, length, times, digest)
         if entry is not None:
             out.append((agent_id, *entry))
+    return out
+
+
+#: :func:`key_hash`'s hash before any byte, copied for each key by :func:`key_hashes`.
+_KEY_HASHER = blake2b(digest_size=8)
+
+
+_Q_IS_64_BITS = array("q").itemsize == 8
+
+
+def key_hashes(keys: Sequence[str]) -> list[int]:
+    """:func:`key_hash` of many string keys (an eviction's): each hash from a
+    copy of an empty one, the digests read as numbers all at once (an
+    ``array`` of big-endian 64-bit ints, not ``int.from_bytes`` per key)."""
+    hasher = _KEY_HASHER.copy
+    digests: list[bytes] = []
+    append = digests.append
+    try:
+        for key in keys:  # UTF-8 as it is, the same bytes as surrogatepass gives
+            digest = hasher()
+            digest.update(key.encode())
+            append(digest.digest())
+    except UnicodeEncodeError:  # a lone surrogate: key_hash's own encoding
+        digests = [blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+                   for key in keys]
+    if not _Q_IS_64_BITS:  # pragma: no cover - no such platform in sight
+        return [int.from_bytes(d, "big", signed=True) for d in digests]
+    numbers = array("q", b"".join(digests))
+    if sys.byteorder == "little":
+        numbers.byteswap()
+    return numbers.tolist()
+
+
+#: A run of a change's lines whose index columns the change made with them
+#: (``Change.brief_lines``): the first line's position among the lines
+#: appended, the columns all of them share (seq, epoch, ts_us, action), and
+#: each line's key hash, category and bytes.
+IndexRun = tuple[int, tuple[int, str, int, str], Sequence[int], Sequence[str], Sequence[int]]
+
+
+def rows_with(agent_id: str, places: Places, runs: Sequence[IndexRun]
+              ) -> list[tuple[Any, ...]]:
+    """:func:`rows_for` of the lines ``places`` says went out, each row of a line
+    in one of ``runs`` (in order, none overlapping) zipped from the run's columns
+    and the places' (no tuple per line read back field by field, no Python
+    step per row); :func:`rows_for` for the lines between and after."""
+    out: list[tuple[Any, ...]] = []
+    at, number = 0, places.number
+    offsets, lengths, digests = places.offsets, places.lengths, places.digests
+    for start, (seq, epoch, ts_us, action), hashes, categories, sizes in runs:
+        if start > at:
+            out += rows_for(agent_id, places.placed(at, start))
+        count = len(hashes)
+        at = start + count
+        out += zip(repeat(agent_id, count), repeat(number, count), offsets[start:at],
+                   lengths[start:at], repeat(seq, count), repeat(epoch, count),
+                   repeat(ts_us, count), repeat(action, count), hashes, categories, sizes,
+                   digests[start:at], strict=True)
+    if at < len(lengths):
+        out += rows_for(agent_id, places.placed(at))
     return out
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import storage
 from .actions import ROLLED_BACK
-from .file import LogFile, Placed, append_plain, last_line
+from .file import LogFile, Placed, Places, append_plain, last_line
 from .text import ENCODER
 
 DEPLOYER = "deployer"
@@ -68,7 +68,7 @@ class AuditLog:
             self._file.close()
 
     def write(self, lines: list[dict[str, Any]], encoded: list[str] | None = None,
-              placed: Placed | None = None, continues: bool = False) -> str:
+              placed: Placed | Places | None = None, continues: bool = False) -> str:
         """Append ``lines`` (``encoded``: the same, already JSON), chained; raise
         MEMORY_STORAGE_ERROR if they cannot be written.  Returns the hash of the
         last line written (``""`` when nothing is kept): the change's anchor.

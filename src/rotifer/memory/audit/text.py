@@ -151,23 +151,36 @@ def rolled_back_line(ts: str, agent: str, seq: int, reason: str,
     return line
 
 
-def chain(bodies: Sequence[bytes], prev: str | None) -> tuple[bytes, str]:
+#: A line's length with its newline, from its length without.
+_PLUS_NEWLINE = (1).__add__
+
+
+def chain(bodies: Sequence[bytes], prev: str | None, digests: list[bytes] | None = None,
+          lengths: list[int] | None = None) -> tuple[bytes, str]:
     """Each encoded line (``{...}``, no newline) with ``"prev"`` spliced in as its
     last field, linked to the line before it; with the last line's hash.
+    ``digests`` and ``lengths``, if given, get each line's SHA-256 and its
+    length with its newline (where it went, for the history index).
 
     Each link is kept as the bytes it is spliced in as (``hexlify`` of the
     digest: no hex string made and encoded again), so a line costs its SHA-256
     and two concatenations; the SHA-256 is most of what is left."""
     out: list[bytes] = []
     append = out.append
+    keep = None if digests is None else digests.append
     tail = b',"prev":null}' if prev is None else b',"prev":"' + prev.encode() + b'"}'
     link = None
     for body in bodies:
         line = body[:-1] + tail
         append(line)
-        link = hexlify(sha256(line).digest())
+        digest = sha256(line).digest()
+        if keep is not None:
+            keep(digest)
+        link = hexlify(digest)
         tail = b',"prev":"' + link + b'"}'
     if link is None:
         assert prev is not None
         return b"\n", prev  # pragma: no cover - never called without lines
+    if lengths is not None:
+        lengths += map(_PLUS_NEWLINE, map(len, out))
     return b"\n".join(out) + b"\n", link.decode()

@@ -43,8 +43,8 @@ from typing import Any
 
 from ..audit import AuditLog, encode_lines, rolled_back_line
 from ..audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
-from ..audit.file import Placed
-from ..audit.index import rows_for
+from ..audit.file import Placed, Places
+from ..audit.index import IndexRun, key_hashes, rows_for, rows_with
 from ..audit.text import HEAD, BriefTemplate, audit_line, line_text
 from ..clock import Clock, format_time
 from ..context import AUDIT_CONTEXT
@@ -53,6 +53,9 @@ from ..model import Category, MemoryEntry, entry_id, entry_ids, stored_entry
 from ..storage.backend import Backend, Brief, Row, Transaction
 
 HEAD_FIELDS = frozenset(HEAD)
+#: Times from 1970 to the year 10,000 (exclusive) in microseconds: ``format_time``
+#: writes them as ``parse_time`` reads them back, to the microsecond.
+_YEAR_10000_US = 253_402_300_800_000_000
 #: Each category's name (``Category.value`` is a property: a call on every read).
 _VALUES = {c: c.value for c in Category}
 
@@ -88,6 +91,9 @@ class Change:
     lines: list[dict[str, Any]] = field(default_factory=list)
     #: Each line as JSON (``texts[i]`` encodes ``lines[i]``), made with it.
     texts: list[str] = field(default_factory=list)
+    #: The history index's columns of runs of ``lines`` the change made with
+    #: them (:meth:`brief_lines`), in order: see :func:`log_change`.
+    index_runs: list[IndexRun] = field(default_factory=list)
     error: AgentMemoryError | None = None
     #: The entry under the call's key as stored when the transaction began
     #: (after the expiry purge), so the body need not read it again.
@@ -148,11 +154,20 @@ class Change:
                           **shared)
             return
         seq, epoch = self.seq, self.epoch
-        values = [_VALUES[c] for c in categories]
+        values = list(map(_VALUES.__getitem__, categories))
         ids = entry_ids(agent, keys)
         sample = audit_line(ts, agent, action, "", "", who, 0, "", {"createdBy": "", **shared},
                             seq, epoch)
-        self.lines += [_brief_line(sample, key, value, size, eid, creator)
+        if type(seq) is int and type(epoch) is str and 0 <= self.now_us < _YEAR_10000_US:
+            # The history index's columns of these lines now, from the entries'
+            # own fields, where rows_for would read each back from its line (the
+            # time is the change's: what parsing ``ts`` gives back in that range).
+            self.index_runs.append((len(self.lines), (seq, epoch, self.now_us, action),
+                                    key_hashes(keys), values, sizes))
+        # Each line the sample (its fields in order, which an update keeps) with
+        # the entry's five: one call per line, the copy and the five set in C.
+        self.lines += [dict(sample, key=key, category=value, bytes=size, entryId=eid,
+                            createdBy=creator)
                        for key, value, size, eid, creator
                        in zip(keys, values, sizes, ids, creators, strict=True)]
         self.texts += BriefTemplate(ts, agent, action, who, shared, seq, epoch).texts(
@@ -164,20 +179,6 @@ class Change:
         self.line(action, key, category, nbytes, operation=operation, code=error.code.value,
                   reason=error.message)
         self.error = error
-
-
-def _brief_line(sample: dict[str, Any], key: str, category: str, nbytes: int, entry: str,
-                created_by: str) -> dict[str, Any]:
-    """``sample`` (a line of :meth:`Change.brief_lines`, its fields in order) with
-    the fields of one entry: copying a dict of the same keys and setting five
-    of them costs a fifth of building it from a display with ``**shared``."""
-    line = sample.copy()
-    line["key"] = key
-    line["category"] = category
-    line["bytes"] = nbytes
-    line["entryId"] = entry
-    line["createdBy"] = created_by
-    return line
 
 
 def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
@@ -193,9 +194,22 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
     encoded = change.texts if change is not None and change.lines is lines \
         else encode_lines(lines)
     tx.log_lines(agent_id, seq, encoded)
-    placed: Placed = []
-    head = audit.write(lines, encoded, placed, continues)
-    tx.index_lines(rows_for(agent_id, placed))  # committed with the anchor, or not at all
+    # The index rows are committed with the anchor, or not at all.  A change that
+    # made its lines' columns with them (an eviction's) has its lines placed by
+    # column and its rows zipped from both, when they went out as they are (no
+    # phantom's rolled_back line before them).
+    if change is not None and change.index_runs and change.lines is lines \
+            and change.agent_id == agent_id:
+        places = Places()
+        head = audit.write(lines, encoded, places, continues)
+        if len(places.lines) == len(lines):
+            tx.index_lines(rows_with(agent_id, places, change.index_runs))
+        else:
+            tx.index_lines(rows_for(agent_id, places.placed()))
+    else:
+        placed: Placed = []
+        head = audit.write(lines, encoded, placed, continues)
+        tx.index_lines(rows_for(agent_id, placed))
     if change is not None:
         change.appended = True
     return head

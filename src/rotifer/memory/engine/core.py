@@ -25,7 +25,7 @@ from ..audit.actions import ACCESS_DENIED, EXPIRE
 from ..audit.file import Placed
 from ..clock import Clock, SystemClock
 from ..errors import AgentMemoryError, ErrorCode, denied, storage
-from ..storage.backend import AgentRecord, Backend, Transaction
+from ..storage.backend import AgentRecord, Backend, Row, Transaction
 from .changes import Change, index_outside, log_change, settle
 
 _T = TypeVar("_T")
@@ -76,28 +76,48 @@ class Engine:
                 # What has expired is judged by the clock, as reads and queries do;
                 # the change's own time may be a little later (never earlier).
                 opened, clock_now = tx.lookup_holding(agent_id, key, self.clock)
-                if opened is None:
-                    raise storage(f"agent {agent_id!r} has no memory in this store")
-                record, stale, row = opened
-                self.begin(change, record, clock_now)
-                if stale:
-                    record = self._purge(tx, record, change, clock_now)
-                    if row is not None and row.expires_us is not None \
-                            and row.expires_us <= clock_now:
-                        row = None  # just purged
-                change.row = row
-                result = body(tx, record, change)
-                if change.lines:
-                    # The append first: its last line's hash is the anchor the
-                    # counters' one statement commits (still before the commit).
-                    head = log_change(tx, self.audit, agent_id, record.next_seq,
-                                      change.lines, change)
-                    tx.update_agent(agent_id, change.used, record.next_seq + 1, change.now_us,
-                                    head)
+                result = self.change_holding(tx, change, opened, clock_now, body)
         except BaseException as exc:
             if change.logged:
                 settle(self.backend, self.audit, self.clock, change, exc)
             raise
+        return self.changed(change, result)
+
+    def change_holding(self, tx: Transaction, change: Change,
+                       opened: tuple[AgentRecord, bool, Row | None] | None, clock_now: int,
+                       body: Callable[[Transaction, AgentRecord, Change], _T]) -> _T:
+        """:meth:`change` inside its transaction, from the agent's lookup on.
+
+        Also for a lean path that found, holding the agent, that its call needs
+        the full one (a write that evicts or is refused over quota): it goes on
+        here in the same transaction instead of rolling back and looking the
+        agent up again.  The caller settles ``change`` if this raises after it
+        was logged, and hands the result to :meth:`changed` after the commit."""
+        agent_id = change.agent_id
+        assert agent_id is not None
+        if opened is None:
+            raise storage(f"agent {agent_id!r} has no memory in this store")
+        record, stale, row = opened
+        self.begin(change, record, clock_now)
+        if stale:
+            record = self._purge(tx, record, change, clock_now)
+            if row is not None and row.expires_us is not None \
+                    and row.expires_us <= clock_now:
+                row = None  # just purged
+        change.row = row
+        result = body(tx, record, change)
+        if change.lines:
+            # The append first: its last line's hash is the anchor the
+            # counters' one statement commits (still before the commit).
+            head = log_change(tx, self.audit, agent_id, record.next_seq,
+                              change.lines, change)
+            tx.update_agent(agent_id, change.used, record.next_seq + 1, change.now_us,
+                            head)
+        return result
+
+    def changed(self, change: Change, result: _T) -> _T:
+        """A committed change's outcome: its refusal raised (reported to telemetry
+        when access was denied), else ``result``."""
         if change.error is not None:
             if change.error.code is ErrorCode.ACCESS_DENIED:
                 self._telemetry_denied(change)

@@ -12,6 +12,7 @@ and what its audit line says (:meth:`GeneWrites._write_line`).  The full path
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, cast
 
 from ..audit.actions import DELETE, EVICT, UPDATE, WRITE
@@ -152,7 +153,10 @@ class GeneWrites(GeneView):
 
     def _write_lean(self, key: object, value: object, category: object,
                     access_policy: object, retention_policy: object) -> MemoryEntry | Full:
-        """``write_memory`` without eviction, refusal, expiry or a policy change.
+        """``write_memory`` without a refusal by scope, expiry or a policy change; a
+        write that needs room goes on, from its lookup, with the full path's body
+        (``_write_in``, by :meth:`Engine.change_holding
+        <rotifer.memory.engine.core.Engine.change_holding>`) in its transaction.
 
         What it skips, and why that is safe: the policies are not parsed (it
         runs only when none are given: a new entry gets the defaults, which
@@ -178,6 +182,7 @@ class GeneWrites(GeneView):
         size += len(data)
         store, agent, gene = self.store, self.agent_id, actor.gene_id
         change = Change(agent, actor=gene)
+        handed: MemoryEntry | Full | None = FULL  # FULL: not handed to the full body
         try:
             with store.backend.write(agent) as tx:
                 opened, clock_now = tx.lookup_holding(agent, key, store.clock)
@@ -196,19 +201,28 @@ class GeneWrites(GeneView):
                         raise GoFull  # refused: the full path audits it
                 used = record.used_bytes - (0 if old is None else old.size) + size
                 if used > record.quota_bytes:
-                    raise GoFull  # eviction (or refusal): the full path's cleanup
-                row = self._written_row(actor, key, cat, data, change.now_us, old, access,
-                                        None if old is None else old.retention, record)
-                self._write_line(change, key, cat, size, old)
-                tx.put(row)
-                head = log_change(tx, store.audit, agent, record.next_seq, change.lines, change)
-                tx.update_agent(agent, used, record.next_seq + 1, change.now_us, head)
+                    # Eviction (or refusal): the full path's body, from this lookup
+                    # in this transaction (no rollback, no second lookup).
+                    handed = store.change_holding(
+                        tx, change, opened, clock_now,
+                        lambda t, r, c: self._write_in(t, r, c, actor, key, data, cat, None,
+                                                       UNSET))
+                else:
+                    row = self._written_row(actor, key, cat, data, change.now_us, old, access,
+                                            None if old is None else old.retention, record)
+                    self._write_line(change, key, cat, size, old)
+                    tx.put(row)
+                    head = log_change(tx, store.audit, agent, record.next_seq, change.lines,
+                                      change)
+                    tx.update_agent(agent, used, record.next_seq + 1, change.now_us, head)
         except GoFull:
             return FULL
         except BaseException as exc:
             if change.logged:
                 settle(store.backend, store.audit, store.clock, change, exc)
             raise
+        if handed is not FULL:
+            return cast(MemoryEntry, store.changed(change, handed))
         return to_entry(row)
 
     # -- delete -----------------------------------------------------------------
@@ -240,6 +254,10 @@ class GeneWrites(GeneView):
         change.used = record.used_bytes - row.size
 
 
+#: A Brief's size (``Brief.size``, by position: no Python step per victim).
+_SIZE = itemgetter(2)
+
+
 def _cleanup(tx: Transaction, agent_id: str, writing: str, need: int
              ) -> tuple[list[tuple[Category, list[Brief]]], int]:
     """The entries to evict to free ``need`` bytes, by category, and the bytes
@@ -253,7 +271,7 @@ def _cleanup(tx: Transaction, agent_id: str, writing: str, need: int
         victims = tx.oldest_to_free(agent_id, category, need - freed, writing)
         if victims:
             taken.append((category, victims))
-            freed += sum(v.size for v in victims)
+            freed += sum(map(_SIZE, victims))
             if freed >= need:
                 break
     return taken, freed
