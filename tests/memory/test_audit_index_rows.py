@@ -1,7 +1,7 @@
 """The history index's rows of an eviction's lines are made with the lines
 (issue 33, target 3): ``Change.brief_lines`` keeps each line's columns and
 ``rows_with`` places them, and they must be the rows ``rows_for`` reads back
-from the lines; ``_place`` must say where each line went, and with which
+from the lines; ``place`` must say where each line went, and with which
 SHA-256, as the bytes written do."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from rotifer.memory.audit.file import Places, _place
 from rotifer.memory.audit.index import key_hash, key_hashes, rows_for, rows_with
+from rotifer.memory.audit.places import Places, place
 from rotifer.memory.audit.text import chain, line_text
 from rotifer.memory.engine.changes import Change
 from rotifer.memory.model import Category
@@ -31,7 +31,7 @@ def placed_lines(change: Change, offset: int = 40) -> Places:
     digests: list[bytes] = []
     lengths: list[int] = []
     data, _ = chain([t.encode() for t in change.texts], None, digests, lengths)
-    _place(places, change.lines, len(data), 2, offset, digests, lengths)
+    place(places, change.lines, len(data), 2, offset, digests, lengths)
     return places
 
 
@@ -87,10 +87,10 @@ def test_places_and_digests_are_the_bytes_written(keys: list[str], offset: int) 
     lengths: list[int] = []
     data, _ = chain(bodies, None, digests, lengths)
     placed: list[Any] = []
-    _place(placed, lines, len(data), 4, offset, digests, lengths)
+    place(placed, lines, len(data), 4, offset, digests, lengths)
     assert [p[0] for p in placed] == lines
     places = Places()
-    _place(places, lines, len(data), 4, offset, digests, lengths)
+    place(places, lines, len(data), 4, offset, digests, lengths)
     assert places.placed() == placed  # the same places, by column
     for _line, number, off, length, digest in placed:
         assert number == 4
@@ -106,10 +106,10 @@ def test_placing_other_lines_than_were_written_fails() -> None:
     lengths: list[int] = []
     data, _ = chain(bodies, None, digests, lengths)
     lines: list[dict[str, Any]] = [{"a": 1}, {"a": 2}]
-    _place([], lines, len(data), 1, 0, digests, lengths)  # as written: placed
+    place([], lines, len(data), 1, 0, digests, lengths)  # as written: placed
     for wrong_lines, total, wrong_digests in ((lines, len(data) + 8, digests),
                                               ([*lines, {"a": 3}], len(data), digests),
                                               (lines[:1], len(data), digests[:1]),
                                               (lines, len(data), digests[:1])):
         with pytest.raises(ValueError):
-            _place([], wrong_lines, total, 1, 0, wrong_digests, lengths)
+            place([], wrong_lines, total, 1, 0, wrong_digests, lengths)

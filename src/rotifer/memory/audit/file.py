@@ -43,12 +43,12 @@ import stat
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, repeat
 from pathlib import Path
 from typing import Any
 
 from ..signals import signals_deferred
 from .pending import Known, Mark, earlier_line, line_mark, parsed_mark, phantom_line
+from .places import Placed, Places, place
 from .text import ENCODER, chain, line_hash
 
 try:
@@ -117,34 +117,6 @@ def current_number(path: Path) -> int:
     return int(kept[-1].name.rsplit(".", 1)[1]) + 1 if kept else 1
 
 
-#: Where each appended line went: (its dict, file number, byte offset, length with
-#: its newline, its SHA-256), in order; filled by :meth:`LogFile.append` when asked.
-Placed = list[tuple[Mapping[str, Any], int, int, int, bytes]]
-
-
-@dataclass(slots=True)
-class Places:
-    """Where one append's lines went, by column instead of a tuple per line
-    (:data:`Placed`): for a change of many lines whose index rows are made from
-    columns (an eviction's: ``audit.index.rows_with``).  Filled by
-    :meth:`LogFile.append` when passed instead of a list; ``lines`` are the
-    lines written (a phantom's ``rolled_back`` line first, if there was one)."""
-
-    lines: Sequence[Mapping[str, Any]] = ()
-    number: int = 0
-    #: Each line's byte offset in file ``number``.
-    offsets: list[int] = field(default_factory=list)
-    #: Each line's length with its newline, and its SHA-256.
-    lengths: list[int] = field(default_factory=list)
-    digests: list[bytes] = field(default_factory=list)
-
-    def placed(self, start: int = 0, end: int | None = None) -> Placed:
-        """Lines ``start`` to ``end`` as :data:`Placed` tuples."""
-        window = slice(start, end)
-        return list(zip(self.lines[window], repeat(self.number), self.offsets[window],
-                        self.lengths[window], self.digests[window]))
-
-
 def _archived_last_hash(path: Path) -> str | None:
     """The chain link to the newest rolled-over file, for a log that starts empty."""
     kept = archives(path)
@@ -176,23 +148,6 @@ def write_all(fd: int, data: bytes, start: int) -> None:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, start)
         raise
-
-
-def _place(placed: Placed | Places, lines: Sequence[Mapping[str, Any]], total: int,
-           number: int, offset: int, digests: list[bytes], lengths: list[int]) -> None:
-    """Record where each of ``lines`` (written as ``total`` bytes at ``offset``
-    of file ``number``) went and its SHA-256 (the digest the next line's
-    ``prev`` names): ``digests`` and ``lengths`` as :func:`.text.chain` made
-    them (each line's place its predecessors' lengths on from ``offset``: the
-    tuples, or the columns of :class:`Places`, made with no Python step per line)."""
-    if len(lengths) != len(lines) or len(digests) != len(lines) or sum(lengths) != total:
-        raise ValueError("the lines placed are not the bytes written")
-    offsets = accumulate(lengths[:-1], initial=offset)
-    if isinstance(placed, Places):
-        placed.lines, placed.number, placed.offsets = lines, number, list(offsets)
-        placed.lengths, placed.digests = lengths, digests
-        return
-    placed += zip(lines, repeat(number, len(lines)), offsets, lengths, digests, strict=True)
 
 
 def _roll_over(path: Path, data: bytes) -> int:
@@ -408,12 +363,12 @@ class LogFile:
                 and stat.S_ISREG(info.st_mode):
             number = _roll_over(self.path, data)
             if digests is not None and lengths is not None and placed is not None:
-                _place(placed, lines, len(data), number + 1, 0, digests, lengths)
+                place(placed, lines, len(data), number + 1, 0, digests, lengths)
             return final_hash  # the kept descriptor is the archive now: the next append reopens
         write_all(fd, data, start)
         if digests is not None and lengths is not None and placed is not None \
                 and kept is not None:
-            _place(placed, lines, len(data) - len(prefix), kept.number, start + len(prefix),
+            place(placed, lines, len(data) - len(prefix), kept.number, start + len(prefix),
                    digests, lengths)
         if kept is not None and not prefix:
             kept.end, kept.last_hash = start + len(data), final_hash

@@ -51,7 +51,8 @@ from typing import Any, NamedTuple
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .file import Placed, Places, archives, current_number
+from .file import archives, current_number
+from .places import Placed, Places
 
 
 class Entry(NamedTuple):

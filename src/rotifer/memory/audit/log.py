@@ -12,7 +12,8 @@ from typing import Any
 
 from ..errors import storage
 from .actions import ROLLED_BACK
-from .file import LogFile, Placed, Places, append_plain, last_line
+from .file import LogFile, append_plain, last_line
+from .places import Placed, Places
 from .text import ENCODER
 
 DEPLOYER = "deployer"

@@ -60,11 +60,11 @@ from typing import Any
 from ..clock import format_time
 from ..storage.backend import AgentRecord, Transaction
 from .actions import ROLLED_BACK
-from .file import Placed
 from .history import StoreParts, is_simple
 from .index import Entry, entry_of, rows_for
 from .lineage import history_lines, lineage, note_import
 from .own import by_index
+from .places import Placed
 from .read import Logged, LogProblem, Scan, read_chained, scan
 from .replay import Replay, compare, counted
 from .text import rolled_back_line

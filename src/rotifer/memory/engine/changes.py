@@ -43,8 +43,8 @@ from typing import Any
 
 from ..audit import AuditLog, encode_lines, rolled_back_line
 from ..audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
-from ..audit.file import Placed, Places
 from ..audit.index import IndexRun, key_hashes, rows_for, rows_with
+from ..audit.places import Placed, Places
 from ..audit.text import HEAD, BriefTemplate, audit_line, line_text
 from ..clock import Clock, format_time
 from ..context import AUDIT_CONTEXT

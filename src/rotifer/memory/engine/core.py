@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from ..audit import AuditLog
 from ..audit.actions import ACCESS_DENIED, EXPIRE
-from ..audit.file import Placed
+from ..audit.places import Placed
 from ..clock import Clock, SystemClock
 from ..errors import AgentMemoryError, ErrorCode, denied, storage
 from ..storage.backend import AgentRecord, Backend, Row, Transaction

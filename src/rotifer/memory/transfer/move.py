@@ -7,8 +7,8 @@ from typing import Any
 
 from ..audit import DEPLOYER, AuditLog
 from ..audit.actions import EXPIRE, MOVE, MOVE_DROP, MOVE_OUT, ROLLED_BACK
-from ..audit.file import Placed
 from ..audit.index import rows_for
+from ..audit.places import Placed
 from ..audit.text import rolled_back_line
 from ..clock import format_time
 from ..engine.changes import Change, settle

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from ..audit import DEPLOYER, AuditLog
 from ..audit.actions import EXPORT, IMPORT, IMPORT_AGENT
-from ..audit.file import Placed
+from ..audit.places import Placed
 from ..audit.text import audit_line
 from ..clock import format_time
 from ..engine.changes import Change, index_outside, log_change, new_epoch, settle
