@@ -12,6 +12,9 @@ usable after a failure.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,3 +142,32 @@ def test_only_percent_s_placeholders(conn: psycopg.Connection[tuple[Any, ...]]) 
     with pytest.raises(ValueError, match="only %s placeholders"):
         pipelined(conn, [("SELECT %(a)s", None)])
     assert conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
+
+
+#: In a process of its own: a relay in that process (a thread that needs the
+#: GIL to pass each piece on) and a result of 4 MB, which arrives in pieces.
+_PIECES = textwrap.dedent("""
+    import sys, psycopg
+    from bench.wire import Relay
+    from rotifer.memory.storage.postgres.pipeline import pipelined
+    port = int(sys.argv[1])
+    relay = Relay(port)
+    url = sys.argv[2].replace(f":{port}/", f":{relay.port}/")
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = pipelined(conn, [("SELECT repeat('x', %s)", (4 << 20,)),
+                                ("SELECT 1", None)])[0].fetchall()
+    print(len(rows[0][0]))
+""")
+
+
+def test_a_result_that_arrives_in_pieces_is_waited_for_without_the_gil(pg_url: str) -> None:
+    """Before: libpq was asked for a result it held only part of, and waited for
+    the rest itself, holding the GIL -- so the relay's thread, which had to pass
+    the rest on, never ran (the bench's query through its relay hung).  The
+    same wait kept the watchdog's thread from cutting a frozen server off."""
+    port = urlsplit(pg_url).port
+    done = subprocess.run([sys.executable, "-c", _PIECES, str(port), pg_url],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(4 << 20)]

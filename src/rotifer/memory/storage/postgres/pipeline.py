@@ -194,12 +194,17 @@ def _receive(conn: Connection, session: _Session,
     nones = 0  # None: the end of a statement's results; two in a row: nothing yet
     pgconn.consume_input()
     while True:
-        if pgconn.is_busy():
+        # get_result() only when libpq holds a whole result: called busy, it
+        # waits for the server itself, holding the GIL -- no other thread of
+        # the process (the watchdog that would cut a frozen server off) runs.
+        while pgconn.is_busy():
             select.select([fd], [], [])
             pgconn.consume_input()
-        elif nones > 1:
+        if nones > 1:
             select.select([fd], [], [], 0.05)
             pgconn.consume_input()
+            if pgconn.is_busy():
+                continue
         res = pgconn.get_result()
         if res is None:
             if pgconn.status == pq.ConnStatus.BAD:
@@ -220,7 +225,8 @@ def _receive(conn: Connection, session: _Session,
                 error = res
             continue
         if status not in _OK:
-            raise psycopg.NotSupportedError(f"unexpected result in a pipeline: {pq.ExecStatus(status).name}")
+            raise psycopg.NotSupportedError(
+                f"unexpected result in a pipeline: {pq.ExecStatus(status).name}")
         if which >= 0:
             results.append(Result(res, session.transformer))
     pgconn.exit_pipeline_mode()
