@@ -15,6 +15,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,3 +173,27 @@ def test_a_result_that_arrives_in_pieces_is_waited_for_without_the_gil(pg_url: s
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == [str(4 << 20)]
+
+
+def test_a_connection_ended_under_a_round_trip_raises_and_is_closed(
+        conn: psycopg.Connection[tuple[Any, ...]], pg_url: str) -> None:
+    """The server ends the session while the round trip waits: an
+    OperationalError (libpq's "server closed the connection", or the server's
+    own AdminShutdown, as psycopg raises them), the connection closed, so the
+    pool discards it and a transaction's BEGIN is retried on another."""
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert pid is not None
+
+    def terminate() -> None:
+        time.sleep(0.3)
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+
+    killer = threading.Thread(target=terminate)
+    killer.start()
+    try:
+        with pytest.raises(psycopg.OperationalError):
+            pipelined(conn, [("SELECT 1", None), ("SELECT pg_sleep(30)", None)])
+    finally:
+        killer.join()
+    assert conn.closed and conn.broken

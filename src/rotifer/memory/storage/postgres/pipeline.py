@@ -235,9 +235,11 @@ def _receive(conn: Connection, session: _Session,
     return results
 
 
-def _lost(pgconn: pq.abc.PGconn, error: pq.abc.PGresult | None) -> psycopg.OperationalError:
+def _lost(pgconn: pq.abc.PGconn, error: pq.abc.PGresult | None) -> psycopg.Error:
     """The connection ended under the round trip (the server went away, or the
-    watchdog cut it off): psycopg's error for it, with the server's last word."""
-    message = error.get_error_message("utf-8") if error is not None else ""
-    return psycopg.OperationalError(message or pgconn.get_error_message("utf-8")
+    watchdog cut it off): the server's last error if it sent one (e.g.
+    ``AdminShutdown``), else psycopg's ``OperationalError`` with libpq's word."""
+    if error is not None:
+        return psycopg.errors.error_from_result(error, encoding="utf-8")
+    return psycopg.OperationalError(pgconn.get_error_message("utf-8")
                                     or "the server closed the connection")
