@@ -40,6 +40,8 @@ class Relay:
         #: For each of ``texts``: the round trips sent before it, so texts with
         #: the same number travelled in one round trip (a pipeline).
         self.trip_of: list[int] = []
+        #: The name of every Parse, in order ("": an unnamed statement, not prepared).
+        self.names: list[str] = []
         self.lock = threading.Lock()
         self.sockets: list[socket.socket] = [self.listener]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -113,5 +115,7 @@ class Relay:
                 self.trip_of.append(trips)
                 self.messages["Q;"] += sum(1 for part in text.split(";") if part.strip())
             elif kind == "P":
-                self.texts.append(body.split(b"\0")[1].decode(errors="replace"))
+                name, text = body.split(b"\0")[:2]
+                self.texts.append(text.decode(errors="replace"))
+                self.names.append(name.decode(errors="replace"))
                 self.trip_of.append(trips)

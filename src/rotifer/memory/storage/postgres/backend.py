@@ -28,9 +28,10 @@ from .connection import (
     retryable,
     unconfirmed,
 )
+from .pipeline import Result, Statement, pipelined
 from .rows import storable
 from .settings import LOCK_TIMEOUT_MS, first_line
-from .transaction import LOCK_AGENT_SQL, Cursor, PostgresTransaction, Statement, pipelined
+from .transaction import LOCK_AGENT_SQL, PostgresTransaction
 from .watchdog import WATCHDOG
 
 #: How far a hot standby is behind, the usual way: 0 when it has replayed all the
@@ -171,7 +172,7 @@ class PostgresBackend(Backend):
         return schema.advisory_key(self.schema, agent_id)
 
     def _open_on(self, conn: Connection, statement: str, agent_id: str | None,
-                 first: Statement | None) -> tuple[str | None, Cursor | None]:
+                 first: Statement | None) -> tuple[str | None, Result | None]:
         """BEGIN, this deployment's ``SET LOCAL``s, the agent's row lock and
         ``first``, in one pipeline: one round trip.  ``first`` runs after the
         lock was granted, in a snapshot of its own (READ COMMITTED), so it sees
@@ -199,7 +200,7 @@ class PostgresBackend(Backend):
 
     def _begin(self, statement: str, agent_id: str | None, deadline: float | None = None,
                first: Statement | None = None
-               ) -> tuple[Connection, str | None, Cursor | None]:
+               ) -> tuple[Connection, str | None, Result | None]:
         """Begin a transaction, lock the agent and run ``first``, retrying what is
         safe to retry (nothing has been written yet)."""
         if deadline is None:

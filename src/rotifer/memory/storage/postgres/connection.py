@@ -267,12 +267,12 @@ class Connections:
                 except BaseException:
                     self._discarded()
                     raise
-                WATCHDOG.arm(conn, deadline)
+                WATCHDOG.arm_deferred(conn, deadline)  # take() defers the signals
                 return conn
             if _hung_up(conn):
                 self.discard(conn)
                 continue
-            WATCHDOG.arm(conn, deadline)
+            WATCHDOG.arm_deferred(conn, deadline)
             if not ping or time.monotonic() - since < self.ping_after_s:
                 return conn
             try:
@@ -300,7 +300,7 @@ class Connections:
             return self._discard(conn)
 
     def _discard(self, conn: Connection) -> bool:
-        fired = WATCHDOG.disarm(conn)
+        fired = WATCHDOG.disarm_deferred(conn)  # every caller defers the signals
         _UNCONFIRMED.discard(id(conn))
         stale: list[tuple[Connection, float]] = []
         with self._cond:
@@ -328,12 +328,13 @@ class Connections:
         # caller has checked by now: the next borrower starts without it.
         _UNCONFIRMED.discard(id(conn))
         # A pipeline an interrupt left open (results never collected) is not reusable.
-        healthy = (not conn.closed and not conn.broken
-                   and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-                   and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF)
+        pgconn = conn.pgconn
+        healthy = (pgconn.status == psycopg.pq.ConnStatus.OK
+                   and pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+                   and pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF)
         if not healthy:
             return self._discard(conn)
-        fired = WATCHDOG.disarm(conn)
+        fired = WATCHDOG.disarm_deferred(conn)
         with self._cond:
             if not fired and not self._closed and os.getpid() == self._pid \
                     and len(self._idle) < self._max_idle:

@@ -6,9 +6,9 @@ of them).  So a transaction here sends as little as it can on its own:
 
 * **It begins with its first statement.**  ``BEGIN``, the ``SET LOCAL``s a
   transaction-mode pooler needs, the agent's row lock and that first statement
-  go out together as one pipeline (psycopg's pipeline mode: each a statement of
-  its own, with binary parameters and results, prepared where allowed) and
-  cost one round trip.  Each statement after the lock takes a fresh snapshot
+  go out together as one pipeline (:mod:`.pipeline`: each a statement of its
+  own, with binary parameters and results, prepared where allowed, all written
+  at once) and cost one round trip.  Each statement after the lock takes a fresh snapshot
   (READ COMMITTED), so what the lookup returns is what the agent's last
   committer left -- never a row read before the lock wait ended.  Opening,
   and retrying that first round trip, is the backend's :class:`Opener`.
@@ -22,7 +22,7 @@ of them).  So a transaction here sends as little as it can on its own:
   Queued writes to distinct tables travel as **one statement**
   (:func:`folded`: ``WITH w0 AS (upsert), w1 AS (audit row), ... UPDATE
   counters``), so a write's second round trip is that statement and
-  ``COMMIT``: psycopg's work is per statement.
+  ``COMMIT``: the client's and the server's work is per statement.
   Only a transaction that holds the agent's row lock defers (then the counter
   update cannot miss its row), and a long-running one (a move, an import)
   never does: its statements go out one by one, each bounded.
@@ -45,12 +45,10 @@ from ..backend import AgentRecord, Brief, Row
 from ..index_sql import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, put_sql
 from ..sql_transaction import LOOKUP_EXPIRY_AT, SqlTransaction, Statements
+from .pipeline import Params, Result, Statement, pipelined
 from .rows import make_row, row_params, storable
 
 Connection = psycopg.Connection[tuple[Any, ...]]
-Cursor = psycopg.Cursor[tuple[Any, ...]]
-Params = tuple[Any, ...] | None
-Statement = tuple[str, Params]
 
 #: Audit lines read per statement by :meth:`PostgresTransaction.audit_lines`.
 AUDIT_PAGE: Final = 2000
@@ -96,18 +94,6 @@ TOUCH_IF_SQL: Final = (
     "UPDATE memory_entries SET last_accessed_by = %s WHERE agent_id = %s AND key = %s "
     "AND seq = %s AND (expires_us IS NULL OR expires_us > %s) "
     "AND EXISTS (SELECT 1 FROM memory_agents WHERE agent_id = %s FOR KEY SHARE)")
-
-
-def pipelined(conn: Connection, statements: Sequence[Statement]) -> list[Cursor]:
-    """Send ``statements`` in order and wait once: one round trip (one ``Sync``).
-
-    The first that fails raises (psycopg skips the rest, the server too), and
-    an open transaction is then aborted: nothing after the failure ran."""
-    if len(statements) == 1:
-        sql, params = statements[0]
-        return [conn.execute(sql, params, binary=True)]
-    with conn.pipeline():
-        return [conn.execute(sql, params, binary=True) for sql, params in statements]
 
 
 #: The table a queued write changes: every queued statement starts with one of these.
@@ -173,7 +159,7 @@ class Opener(Protocol):
     cursor."""
 
     def __call__(self, first: Statement | None
-                 ) -> tuple[Connection, str | None, Cursor | None]: ...
+                 ) -> tuple[Connection, str | None, Result | None]: ...
 
 
 class PostgresTransaction(SqlTransaction):
@@ -206,12 +192,12 @@ class PostgresTransaction(SqlTransaction):
     def watch(self) -> tuple[Callable[[], None], Callable[[], None]] | None:
         return self._watch
 
-    def _open(self, first: Statement | None) -> Cursor | None:
+    def _open(self, first: Statement | None) -> Result | None:
         assert self._opener is not None, "a transaction without a connection needs an opener"
         self.conn, self.locked, cur = self._opener(first)
         return cur
 
-    def _send(self, sql: str, params: Params, *, read: bool = True) -> Cursor:
+    def _send(self, sql: str, params: Params, *, read: bool = True) -> Result:
         """Run one statement whose result is needed, after whatever is queued,
         in one round trip (beginning the transaction with it if need be: only a
         read, which the opener may run again after waiting for a new agent)."""
@@ -221,11 +207,11 @@ class PostgresTransaction(SqlTransaction):
                 return cur
             assert self.conn is not None
         if not self._queue:
-            return self.conn.execute(sql, params, binary=True)
+            return pipelined(self.conn, [(sql, params)])[0]
         queue, self._queue = self._queue, []
         return pipelined(self.conn, [*folded(queue), (sql, params)])[-1]
 
-    def _watched(self, sql: str, params: Params, read: bool) -> Cursor:
+    def _watched(self, sql: str, params: Params, read: bool) -> Result:
         """:meth:`_send`, and in a long-running transaction with the one
         statement watched (bounded on its own) while it runs."""
         if self._watch is None:

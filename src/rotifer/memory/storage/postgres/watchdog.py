@@ -54,7 +54,13 @@ class Watchdog:
         # long-lived process) left it owned by the main thread for good, and every
         # other thread's next call waited for ever (seen after the interrupt tests
         # of tests/memory/test_audit_truth.py, in tests/memory/test_concurrency_pg.py).
-        with signals_deferred(), self._cond:
+        with signals_deferred():
+            self.arm_deferred(conn, deadline)
+
+    def arm_deferred(self, conn: Connection, deadline: float) -> None:
+        """:meth:`arm` for a caller that already defers the signals (the pool,
+        taking a connection): one deferral instead of two nested."""
+        with self._cond:
             if self._pid != os.getpid():  # a forked child: the thread stayed in the parent
                 self._armed, self._fired, self._thread = {}, set(), None
                 self._pid = os.getpid()
@@ -69,7 +75,13 @@ class Watchdog:
 
     def disarm(self, conn: Connection) -> bool:
         """Stop watching ``conn``; True when it was cut off."""
-        with signals_deferred(), self._cond:
+        with signals_deferred():
+            return self.disarm_deferred(conn)
+
+    def disarm_deferred(self, conn: Connection) -> bool:
+        """:meth:`disarm` for a caller that already defers the signals (the pool,
+        taking a connection back)."""
+        with self._cond:
             self._armed.pop(id(conn), None)
             if id(conn) in self._fired:
                 self._fired.discard(id(conn))
