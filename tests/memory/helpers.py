@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from rotifer.memory import AgentMemoryError, ErrorCode
+from rotifer.memory import AgentMemoryError, ErrorCode, ManualClock, MemoryStore
 from rotifer.memory.model import EVICTION_ORDER
 from tests.audit_reading import audit_lines
 
@@ -56,3 +57,26 @@ def cleanup_victims(live: dict[str, Live], key: str, need: int) -> tuple[list[st
             break
         victims.append(k)
     return victims, sum(live[k].size for k in candidates)
+
+
+def crowded(factory: Callable[..., MemoryStore], root: Path, others: int = 300
+            ) -> tuple[MemoryStore, Path]:
+    """Agent ``a`` with 12 changes among ``others`` changes of agent ``b``."""
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    store = factory(root / ".rotifer", clock=clock)
+    store.create_agent("a")
+    store.create_agent("b")
+    a = store.for_gene("a", gene_id("ga"), "d")
+    b = store.for_gene("b", gene_id("gb"), "d")
+    for i in range(others):
+        clock.advance(seconds=1)
+        b.write_memory(f"d/k{i % 40}", b"w" * (10 + i % 50), "CONTEXT")
+        if i % 25 == 0:
+            a.write_memory(f"d/k{i % 3}", b"v" * (20 + i % 7), "PATTERN")
+    return store, root / ".rotifer" / "audit.jsonl"
+
+
+def rows_of(log: Path, agent: str) -> list[int]:
+    """The line numbers (0-based) of ``agent``'s lines."""
+    return [n for n, raw in enumerate(log.read_bytes().splitlines())
+            if json.loads(raw)["agent"] == agent]

@@ -27,32 +27,10 @@ from rotifer.memory.audit.read import Scan
 from rotifer.memory.audit.verify import verify_agent
 
 from .conftest import StoreFactory
-from .helpers import gene_id
+from .helpers import crowded, gene_id, rows_of
 
 OWN = "found by the history index"
 WHOLE = "hash chain intact over"
-
-
-def crowded(factory: StoreFactory, root: Path, others: int = 300) -> tuple[MemoryStore, Path]:
-    """Agent ``a`` with 12 changes among ``others`` changes of agent ``b``."""
-    clock = ManualClock("2026-03-01T12:00:00Z")
-    store = factory(root / ".rotifer", clock=clock)
-    store.create_agent("a")
-    store.create_agent("b")
-    a = store.for_gene("a", gene_id("ga"), "d")
-    b = store.for_gene("b", gene_id("gb"), "d")
-    for i in range(others):
-        clock.advance(seconds=1)
-        b.write_memory(f"d/k{i % 40}", b"w" * (10 + i % 50), "CONTEXT")
-        if i % 25 == 0:
-            a.write_memory(f"d/k{i % 3}", b"v" * (20 + i % 7), "PATTERN")
-    return store, root / ".rotifer" / "audit.jsonl"
-
-
-def rows_of(log: Path, agent: str) -> list[int]:
-    """The line numbers (0-based) of ``agent``'s lines."""
-    return [n for n, raw in enumerate(log.read_bytes().splitlines())
-            if json.loads(raw)["agent"] == agent]
 
 
 def verify_reading(store: MemoryStore, agent: str, **kw: Any) -> tuple[str, bool, Scan]:
