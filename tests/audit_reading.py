@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rotifer.memory.audit import archives
+
 
 def audit_lines(rotifer_dir: Path) -> list[dict[str, Any]]:
     """The lines of ``ROTIFER_DIR/audit.jsonl``; none when there is no log yet."""
@@ -19,6 +21,15 @@ def audit_lines(rotifer_dir: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def all_audit_lines(rotifer_dir: Path) -> list[dict[str, Any]]:
+    """Every line of the log, its rolled-over files first (oldest first), then
+    ``audit.jsonl``: what :func:`audit_lines` reads is only the live file, which
+    starts afresh at each roll-over."""
+    path = rotifer_dir / "audit.jsonl"
+    return [json.loads(line) for part in (*archives(path), path) if part.exists()
+            for line in part.read_text().splitlines()]
 
 
 def project_audit(root: Path) -> list[dict[str, Any]]:

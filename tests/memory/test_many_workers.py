@@ -37,9 +37,11 @@ from typing import Any
 import pytest
 
 from rotifer.memory import AgentMemoryError, ErrorCode, MemoryStore, parse_time
+from rotifer.memory.audit import MAX_BYTES_ENV, archives
+from tests.audit_reading import all_audit_lines
 
 from .conftest import PgBouncer, PgServer, find_pgbouncer
-from .helpers import Live, audit_lines, cleanup_victims, gene_id
+from .helpers import Live, cleanup_victims, gene_id
 
 pytestmark = pytest.mark.postgres
 
@@ -257,8 +259,8 @@ def run_load(url: str, server: PgServer, tmp_path: Path, phase_s: float) -> dict
             time.sleep(phase_s)  # phase 1
             workers.pause()
             first = _snapshot(store)
-            lines_1 = len(audit_lines(rot))
-            _same(_replay(audit_lines(rot)[:lines_1], {a: {} for a in AGENTS}), first)
+            lines_1 = len(all_audit_lines(rot))
+            _same(_replay(all_audit_lines(rot)[:lines_1], {a: {} for a in AGENTS}), first)
             workers.resume()
 
             time.sleep(phase_s / 3)  # phase 2: crash under load
@@ -270,7 +272,7 @@ def run_load(url: str, server: PgServer, tmp_path: Path, phase_s: float) -> dict
             time.sleep(phase_s * 2 / 3)
             workers.pause()
             second = _snapshot(store)
-            lines_2 = len(audit_lines(rot))
+            lines_2 = len(all_audit_lines(rot))
             workers.resume()
 
             time.sleep(phase_s)  # phase 3
@@ -282,7 +284,7 @@ def run_load(url: str, server: PgServer, tmp_path: Path, phase_s: float) -> dict
         errors = [r for r in results if r[0] != "ok"]
         assert not errors, errors
         final = _snapshot(store)
-        _same(_replay(audit_lines(rot)[lines_2:], second), final)
+        _same(_replay(all_audit_lines(rot)[lines_2:], second), final)
         prefs = _check_prefs(store, results)
     counts: dict[str, int] = {}
     for result in results:
@@ -303,8 +305,13 @@ def _bounded(url: str) -> str:
     return f"{url}?rotifer_timeout={BOUND_S}&rotifer_pool_size=2"
 
 
-def test_many_workers_short(own_pg_server: PgServer, tmp_path: Path) -> None:
+def test_many_workers_short(own_pg_server: PgServer, tmp_path: Path,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # The log rolls over during the run (as a long run's does at the default
+    # 64 MiB): the replay reads the rolled-over files too.
+    monkeypatch.setenv(MAX_BYTES_ENV, str(256 << 10))
     run_load(_bounded(own_pg_server.url()), own_pg_server, tmp_path, phase_s=4)
+    assert archives(tmp_path / ".rotifer" / "audit.jsonl")
 
 
 @pytest.mark.slow
