@@ -37,21 +37,11 @@ from typing import Any
 
 from rotifer.genes.errors import GeneUnavailable
 
+from . import launch
+
 #: How long, once the child has ended, the parent waits for the server to say
 #: its status (the message is already sent, or is about to be).
 STATUS_WAIT_S = 5.0
-
-
-def _boot(control_fd: int) -> list[str]:
-    import sysconfig  # speed: after the server's start, not before (see prestart)
-
-    up = os.path.dirname
-    paths = [up(up(up(up(os.path.realpath(__file__)))))]  # where rotifer is imported from
-    found = sysconfig.get_paths()
-    paths += [found["purelib"], found["platlib"]]
-    code = (f"import sys; sys.path[:0] = {paths!r}; "
-            f"from rotifer.genes.contain.zygote import main; main({control_fd})")
-    return [sys.executable, "-S", "-E", "-B", "-c", code]
 
 
 def _readable(fd: int, timeout: float | None) -> bool:
@@ -138,12 +128,70 @@ class ServedChild:
             os.close(self._pidfd)
 
 
+def _wait(proc: subprocess.Popen[bytes] | _Early, timeout: float) -> None:
+    """Wait for ``proc``'s end and reap it; ``subprocess.TimeoutExpired`` after
+    ``timeout``.  Speed: through a pidfd, woken the moment it ends, where
+    ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms (the console
+    script waits for its server at exit)."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except OSError:  # reaped already, or no pidfd here
+        proc.wait(timeout=timeout)
+        return
+    try:
+        if not _readable(pidfd, timeout):
+            raise subprocess.TimeoutExpired("python fork server", timeout)
+    finally:
+        os.close(pidfd)
+    proc.wait(timeout=timeout)
+
+
+class _Early:
+    """The server :func:`.launch.start_early` started, as much of a ``Popen`` as
+    :class:`ForkServer` uses: ``pid``, ``returncode``, ``poll``, ``wait``, ``kill``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def _reap(self, flags: int) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:  # reaped elsewhere: its status is lost
+                self.returncode = -1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self._reap(os.WNOHANG)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if timeout is not None and self.returncode is None:
+            try:
+                pidfd = os.pidfd_open(self.pid)
+            except OSError:
+                return self._reap(0)
+            try:
+                if not _readable(pidfd, timeout):
+                    raise subprocess.TimeoutExpired("python fork server", timeout)
+            finally:
+                os.close(pidfd)
+        return self._reap(0)
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
 class ForkServer:
     """One fork server per process (:func:`server`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | _Early | None = None
         self._control: socket.socket | None = None
         self._owner = 0
         self._spawned = False  # whether this process's server was asked for a child
@@ -154,24 +202,30 @@ class ForkServer:
         return self._proc.pid if self._proc is not None and self._owner == os.getpid() else None
 
     def _start(self) -> socket.socket:
-        from .sandbox import base_env  # speed: see prestart
-
+        early = launch.take()
+        if early is not None:  # started by the console script (launch.start_early)
+            pid, fd = early
+            return self._own(_Early(pid), socket.socket(fileno=fd))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            proc = subprocess.Popen(_boot(theirs.fileno()), stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(launch.boot(theirs.fileno()), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    pass_fds=(theirs.fileno(),), env=base_env(), cwd="/",
-                                    start_new_session=True)
+                                    pass_fds=(theirs.fileno(),), env=launch.base_env(),
+                                    cwd="/", start_new_session=True)
         except OSError as exc:
             ours.close()
             raise GeneUnavailable(f"cannot start the Python fork server ({sys.executable}): "
                                   f"{exc}") from None
         finally:
             theirs.close()
+        return self._own(proc, ours)
+
+    def _own(self, proc: subprocess.Popen[bytes] | _Early, control: socket.socket
+             ) -> socket.socket:
         if self._owner == 0:
             atexit.register(self.shutdown)
-        self._proc, self._control, self._owner = proc, ours, os.getpid()
-        return ours
+        self._proc, self._control, self._owner = proc, control, os.getpid()
+        return control
 
     def _connection(self, fresh: bool) -> socket.socket:
         """The control socket of a running server: started now if there is none
@@ -226,7 +280,7 @@ class ForkServer:
             control.close()
         if proc is not None:
             try:
-                proc.wait(timeout=10)
+                _wait(proc, 10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 # Never wait for ever: a killed process the kernel keeps busy

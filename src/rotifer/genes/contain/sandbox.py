@@ -62,6 +62,8 @@ from typing import TYPE_CHECKING
 from rotifer.genes.errors import GeneUnavailable
 from rotifer.memory.signals import signals_deferred
 
+from .launch import base_env
+
 if TYPE_CHECKING:
     from . import kernel
 
@@ -147,16 +149,6 @@ def python_read_paths() -> list[str]:
     packages, and the rotifer package itself (an editable install's source).
     Worked out once a process (``sysconfig`` is slow for a per-run cost)."""
     return list(_python_read_paths())
-
-
-def base_env() -> dict[str, str]:
-    """The environment every contained process gets: ``PATH`` and the locale
-    (the Python fork server is ``exec``'d with exactly this)."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
-    for name in ("LANG", "LC_ALL", "LC_CTYPE", "TZ"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
 
 
 def child_env(temp: str) -> dict[str, str]:
