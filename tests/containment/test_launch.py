@@ -7,6 +7,7 @@ Each attack is also run with the protection switched off, so the test bites."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -41,12 +42,21 @@ sys.stdin.readline()
 """
 
 
-def started(pid: int) -> None:
-    """Wait until ``pid`` is the server (its exec done), not the fork before it."""
+def started(pid: int) -> list[str]:
+    """Wait until ``pid`` is the server (its exec done, not the fork before it)
+    and holds no file its own imports open for a moment (a module's ``.pyc``,
+    a folder of the standard library): what is left is what it keeps, returned
+    (the targets of its descriptors)."""
+    kept = ("/dev/null", "socket:", "secret.txt")
     end = time.monotonic() + 30
     while time.monotonic() < end:
         if b"zygote" in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return
+            targets = []
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            if all(t.startswith(kept) or t.endswith(kept) for t in targets):
+                return targets
         time.sleep(0.01)
     raise AssertionError(f"process {pid} never became the fork server")
 
@@ -55,11 +65,11 @@ def holds(pid: int) -> dict[str, object]:
     """What a process holds that a gene forked from it could inherit."""
     env = dict(item.decode().split("=", 1)
                for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if item)
-    fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    fds = started(pid)
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     return {"env": env, "cwd": os.readlink(f"/proc/{pid}/cwd"),
             "fds": sorted("socket" if target.startswith("socket:") else target
-                          for target in fds.values()),
+                          for target in fds),
             "session": os.getsid(pid) == pid,
             "argv": [a.decode() for a in argv if b"zygote" not in a],
             "secret in argv": any(b"hunter2" in a for a in argv)}
