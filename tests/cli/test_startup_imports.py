@@ -154,3 +154,35 @@ def test_agent_list_still_removes_what_has_expired_first(tmp_path: Path) -> None
     assert [a["usedBytes"] for a in listed] == [0]
     audit = (tmp_path / ".rotifer" / "audit.jsonl").read_text().splitlines()
     assert json.loads(audit[-1])["action"] == "expire"
+
+
+def test_agent_run_loads_the_store_s_write_path_only_at_a_memory_call(tmp_path: Path) -> None:
+    """The store's write path is loaded at a gene's first memory call: an agent
+    whose gene makes none imports none of it; one whose gene writes does, and
+    its write is made and audited as before."""
+    from tests.cli.helpers import add_gene, init_project, ok, wrap
+
+    init_project(tmp_path)
+    add_gene(tmp_path, "quiet", "def express(input, ctx):\n    return {'n': 1}\n")
+    add_gene(tmp_path, "talks", "def express(input, ctx):\n"
+                                "    ctx.memory.write_memory('k', b'v', 'CONTEXT')\n"
+                                "    return {'read': ctx.memory.read_memory('k').value.decode()}\n")
+    for gene in ("quiet", "talks"):
+        wrap(tmp_path, gene)
+        ok(tmp_path, "agent", "create", gene, "--genes", gene, "--trust", gene)
+
+    def run(agent: str) -> set[str]:
+        return loaded_after(
+            f"sys.argv = ['rotifer', 'agent', 'run', {agent!r}, '--input', '{{}}']\n"
+            "from rotifer.cli.entry import main\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code",
+            cwd=tmp_path)
+
+    modules = run("quiet")
+    assert "rotifer.genes.python" in modules  # the gene did run, in process
+    assert under(modules, WRITE_PATH) == []
+    modules = run("talks")
+    assert "rotifer.memory.store" in modules
+    audit = [json.loads(line) for line in
+             (tmp_path / ".rotifer" / "audit.jsonl").read_text().splitlines()]
+    assert [(a["action"], a["agent"], a["key"]) for a in audit] == [("write", "talks", "k")]

@@ -27,7 +27,7 @@ from .engine.core import Engine
 from .errors import invalid, storage
 from .model import DataPolicy, check_agent_id
 from .quota import DEFAULT_QUOTA_BYTES
-from .storage.backend import AgentRecord
+from .storage.backend import AgentRecord, Backend
 from .storage.opening import open_backend
 from .views.deployer_memory import DeniedMemory, DeployerMemory
 from .views.gene_memory import GeneMemory, GeneMemoryAccess
@@ -51,8 +51,13 @@ class MemoryStore(Engine):
         missing or holds no memory tables is MEMORY_STORAGE_ERROR naming it, and
         nothing is created or repaired (for commands that only use memory).
         """
+        return cls.on(open_backend(Path(rotifer_dir), url, create=create), rotifer_dir, clock)
+
+    @classmethod
+    def on(cls, backend: Backend, rotifer_dir: Path, clock: Clock | None = None) -> MemoryStore:
+        """The store of a backend already open (:func:`~.storage.opening.open_backend`),
+        with the audit log of ``rotifer_dir``."""
         rotifer_dir = Path(rotifer_dir)
-        backend = open_backend(rotifer_dir, url, create=create)
         audit = AuditLog(rotifer_dir / "audit.jsonl", rotifer_dir / "telemetry.jsonl")
         return cls(backend, audit, clock)
 
