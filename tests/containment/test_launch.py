@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -177,3 +179,62 @@ def test_the_console_script_starts_it_early_only_for_contained_runs(tmp_path: Pa
     assert first_line("agent", "run", "c", "--input", "{}") == "True []"
     assert first_line("agent", "run", "t", "--input", "{}") == "False []"
     assert first_line("agent", "list") == "False []"
+
+
+def _servers_of_this_tree() -> set[int]:
+    """Fork servers of this checkout's rotifer (by their command line) whose
+    parent is not this test process."""
+    import rotifer
+
+    src = os.path.dirname(os.path.dirname(os.path.realpath(rotifer.__file__))).encode()
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if b"zygote" in argv and src in argv and ppid != os.getpid():
+                found.add(int(pid))
+    return found
+
+
+def test_ctrl_c_at_any_moment_of_a_contained_run_leaves_one_line_and_no_server(
+        tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the console script's whole process group,
+    the fork that becomes the server too if it comes before that fork leaves
+    the group: whatever the moment, at most one INTERRUPTED line, no traceback
+    through rotifer's code, and no server left once the command has ended."""
+    import random
+
+    from rotifer.genes.contain.sandbox import missing
+    from tests.cli.helpers import add_gene, clean_env, init_project, ok, rotifer_command, wrap
+
+    if missing():
+        pytest.skip(f"cannot contain here: {missing()}")
+    server().shutdown()
+    root = init_project(tmp_path / "proj")
+    add_gene(root, "g", "def express(input, ctx):\n    return input\n")
+    wrap(root, "g")
+    ok(root, "agent", "create", "a", "--genes", "g")
+    argv = [*rotifer_command(), "agent", "run", "a", "--input", "{}"]
+    before = _servers_of_this_tree()
+    started = time.monotonic()
+    subprocess.run(argv, cwd=root, env=clean_env(), capture_output=True, check=True, timeout=120)
+    whole = time.monotonic() - started
+    rng = random.Random()
+    for i in range(10):
+        proc = subprocess.Popen(argv, cwd=root, env=clean_env(), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        time.sleep(whole * (i + rng.random()) / 10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert not re.search(r'File "[^"]*/rotifer/[^"]+\.py"', err), err  # none of rotifer's
+        if "Traceback" in err:  # Python's own start-up (site), before any of rotifer runs
+            continue
+        assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err)
+        assert err in ("", "INTERRUPTED: interrupted\n"), err
+    end = time.monotonic() + 10
+    while _servers_of_this_tree() - before and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _servers_of_this_tree() - before == set()

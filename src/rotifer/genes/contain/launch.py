@@ -66,14 +66,17 @@ def boot(control_fd: int) -> list[str]:
     return [sys.executable, "-S", "-E", "-B", "-c", code]
 
 
-def _become_server(control_fd: int, env: dict[str, str]) -> None:
+def _become_server(control_fd: int, env: dict[str, str], mask: object) -> None:
     """In the fork: what ``Popen(boot(fd), stdin/stdout/stderr=DEVNULL, cwd="/",
     env=base_env(), pass_fds=(fd,), start_new_session=True)`` does in its child
-    before the ``exec``, then the ``exec``; never returns."""
+    before the ``exec``, then the ``exec``; never returns.  ``mask``: the signal
+    mask to restore once out of the terminal's process group (a Ctrl-C that
+    reached the fork before is then raised here, and ends it)."""
     import _signal  # type: ignore[import-not-found,unused-ignore]  # preloaded
 
     try:
         os.setsid()  # first: no Ctrl-C of the terminal's group reaches this fork
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
         for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):  # Popen's restore_signals
             if hasattr(_signal, name):
                 _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
@@ -98,6 +101,7 @@ def start_early() -> None:
     global _early
     if _early is not None:
         return
+    import _signal  # type: ignore[import-not-found,unused-ignore]  # preloaded
     import _socket  # speed: not socket (its enums)
     import atexit
 
@@ -106,14 +110,22 @@ def start_early() -> None:
         ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     except OSError:
         return
+    # Ctrl-C is held across the fork: the fork must never run the console
+    # script's own handling of it (its INTERRUPTED line, its exit), only exit.
+    mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, [_signal.SIGINT])
     try:
         pid = os.fork()
     except OSError:
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
         ours.close()
         theirs.close()
         return
     if pid == 0:  # pragma: no cover - the fork, replaced by the exec
-        _become_server(theirs.fileno(), env)
+        try:
+            _become_server(theirs.fileno(), env, mask)
+        finally:
+            os._exit(127)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
     theirs.close()
     _early = (pid, ours.detach())
     atexit.register(_untaken)
