@@ -140,3 +140,40 @@ def main() -> None:
         except OSError:  # pragma: no cover - stderr closed
             pass
     sys.exit(status)
+
+
+def console() -> None:
+    """The ``rotifer`` console script: :func:`main`, then the end of the process
+    without the interpreter's teardown.
+
+    What the interpreter's own exit does that matters is done first, in its
+    order: wait for the threads that are not daemons, run the ``atexit``
+    handlers (the fork server's shutdown among them), flush stdout and stderr;
+    then ``os._exit`` with the status.  Skipped: freeing every module and
+    object one by one -- ~30 M instructions of ``rotifer agent list`` (10% of
+    it; docs/benchmarks.md, "Start-up").  Whatever rotifer writes is written
+    and closed before (the audit log is written with ``os.write``, stores are
+    closed by the commands).  If flushing fails (stdout is a pipe its reader
+    closed) the interpreter's own exit takes over and reports it as before."""
+    try:
+        main()
+        status: str | int | None = 0
+    except SystemExit as exc:
+        status = exc.code
+    if status is None:
+        status = 0
+    if not isinstance(status, int):
+        sys.exit(status)
+    import atexit
+
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading._shutdown()  # what Py_FinalizeEx calls first
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except BaseException:  # the interpreter's exit reports it, as before
+        sys.exit(status)
+    os._exit(status & 0xFF)
