@@ -238,3 +238,22 @@ def test_ctrl_c_at_any_moment_of_a_contained_run_leaves_one_line_and_no_server(
     while _servers_of_this_tree() - before and time.monotonic() < end:
         time.sleep(0.05)
     assert _servers_of_this_tree() - before == set()
+
+
+def test_a_gene_s_process_collects_garbage(tmp_path: Path) -> None:
+    """The server imports the runtime with the garbage collector off (speed),
+    and turns it on before it serves: a gene's process has it on."""
+    from rotifer.genes.contain.sandbox import CONTAINED, missing
+    from rotifer.genes.execute import express
+    from rotifer.genes.gene import load_gene
+    from rotifer.memory import DeniedMemory
+    from tests.genes.helpers import write_gene
+
+    if missing():
+        pytest.skip(f"cannot contain here: {missing()}")
+    write_gene(tmp_path / "genes", "gc", "import gc\ndef express(input, ctx):\n"
+                                         "    return [gc.isenabled(), len(gc.get_threshold())]\n")
+    server().shutdown()
+    assert express(load_gene(tmp_path / "genes", "gc"), {}, DeniedMemory(),
+                   grant=CONTAINED) == [True, 3]
+    server().shutdown()

@@ -265,6 +265,7 @@ def main(control_fd: int) -> None:
     """The server's process: serve until the control socket closes."""
     control = _socket.socket(fileno=control_fd)
     gc.freeze()  # what is imported now stays put in every child
+    gc.enable()  # off while the runtime was imported (launch.boot); on for the gene
     server = Server(control)
     try:
         server.serve()
