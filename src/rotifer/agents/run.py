@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 from rotifer.genes.contain.sandbox import CONTAINED, Grant
 from rotifer.genes.execute import DEFAULT_DEADLINE_S, express
 from rotifer.genes.gene import Gene, unregistered
-from rotifer.genes.python import LogSink
 
 from .compositions import run_composition
 from .genome import Agents
 from .project import Project, require_memory
 
 if TYPE_CHECKING:
+    from rotifer.genes.python import LogSink  # speed: a contained run needs no gene runtime here
     from rotifer.genes.registry import Registry
     from rotifer.memory import Clock, DeniedMemory, GeneMemoryAccess, MemoryStore
     from rotifer.memory.storage.backend import Backend
