@@ -22,6 +22,7 @@ still waits and kills, only the status is then unknown.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found,unused-ignore]  # speed: not signal's enums
 import _socket
 import array
 import atexit
@@ -29,16 +30,17 @@ import contextlib
 import json
 import os
 import select
-import signal
-import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import GeneUnavailable
 
 from . import launch
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: How long, once the child has ended, the parent waits for the server to say
 #: its status (the message is already sent, or is about to be).
@@ -109,6 +111,8 @@ class ServedChild:
         raises ``subprocess.TimeoutExpired`` if it has not ended within ``timeout``."""
         if not self._ended:
             if not _readable(self._pidfd, timeout):
+                import subprocess  # speed: subprocess only where it is used (~10 M)
+
                 raise subprocess.TimeoutExpired("python gene", timeout or 0.0)
             self._ended = True
         while status and self.returncode is None and self._sock.fileno() >= 0:
@@ -124,9 +128,9 @@ class ServedChild:
         run's socket is open) and, through its pidfd, the child itself."""
         if self._sock.fileno() >= 0:
             with contextlib.suppress(OSError):
-                os.killpg(self.pid, signal.SIGKILL)
+                os.killpg(self.pid, _signal.SIGKILL)
         with contextlib.suppress(OSError):
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            _signal.pidfd_send_signal(self._pidfd, _signal.SIGKILL)
 
     def release(self) -> None:
         """The run is over: the server may reap the child (it kills its group first)."""
@@ -147,6 +151,8 @@ def _wait(proc: subprocess.Popen[bytes] | _Early, timeout: float) -> None:
         return
     try:
         if not _readable(pidfd, timeout):
+            import subprocess
+
             raise subprocess.TimeoutExpired("python fork server", timeout)
     finally:
         os.close(pidfd)
@@ -183,6 +189,8 @@ class _Early:
                 return self._reap(0)
             try:
                 if not _readable(pidfd, timeout):
+                    import subprocess
+
                     raise subprocess.TimeoutExpired("python fork server", timeout)
             finally:
                 os.close(pidfd)
@@ -190,7 +198,7 @@ class _Early:
 
     def kill(self) -> None:
         if self.returncode is None:
-            os.kill(self.pid, signal.SIGKILL)
+            os.kill(self.pid, _signal.SIGKILL)
 
 
 class ForkServer:
@@ -213,6 +221,8 @@ class ForkServer:
         if early is not None:  # started by the console script (launch.start_early)
             pid, fd = early
             return self._own(_Early(pid), _socket.socket(fileno=fd))
+        import subprocess  # speed: the console script's server needs no Popen (launch.py)
+
         ours, theirs = _socketpair()
         try:
             proc = subprocess.Popen(launch.boot(theirs.fileno()), stdin=subprocess.DEVNULL,
@@ -291,7 +301,11 @@ class ForkServer:
         if proc is not None:
             try:
                 _wait(proc, 10)
-            except subprocess.TimeoutExpired:
+            except Exception as exc:
+                import subprocess  # only where it was raised: see ServedChild.wait
+
+                if not isinstance(exc, subprocess.TimeoutExpired):
+                    raise
                 proc.kill()
                 # Never wait for ever: a killed process the kernel keeps busy
                 # (seen once under load in test_audit_truth) is reaped by init
