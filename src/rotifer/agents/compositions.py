@@ -30,7 +30,7 @@ own memory view and the store is thread-safe).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import (
     GeneFailed,
@@ -41,12 +41,15 @@ from rotifer.genes.errors import (
     InvalidInput,
 )
 from rotifer.genes.gene import Gene
-from rotifer.memory import AgentMemoryError, GeneMemoryAccess
+from rotifer.memory.errors import AgentMemoryError
 
-MemoryFor = Callable[[Gene], GeneMemoryAccess]
+if TYPE_CHECKING:  # speed: rotifer.memory's GeneMemoryAccess lives with the store
+    from rotifer.memory import GeneMemoryAccess
+
+MemoryFor = Callable[[Gene], "GeneMemoryAccess"]
 """The memory a gene's calls reach in this run."""
 
-Runner = Callable[[Gene, Any, GeneMemoryAccess], Any]
+Runner = Callable[[Gene, Any, "GeneMemoryAccess"], Any]
 """Runs one gene (normally :func:`rotifer.genes.execute.express` with the run's options)."""
 
 #: Errors after which ``try`` moves on to the next gene.

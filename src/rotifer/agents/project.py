@@ -29,7 +29,8 @@ from rotifer.memory.storage import URL_VARIABLE
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene
     from rotifer.genes.registry import Registry
-    from rotifer.memory import Clock, MemoryStore
+    from rotifer.memory import AgentMemoryError, Clock, MemoryStore
+    from rotifer.memory.storage.backend import Backend
 
 DOT = ".rotifer"
 GENES = "genes"
@@ -185,12 +186,31 @@ class Project:
         try:
             return MemoryStore.open(self.dot, url, clock, create=create)
         except AgentMemoryError as exc:
-            note = None if agent is None else self.binding_note(agent, url)
-            if note is None:
-                raise
-            from rotifer.memory.errors import storage
+            raise self._noted(exc, agent, url) from None
 
-            raise storage(f"{exc.message}; {note}") from None
+    def open_backend(self, agent: str | None = None) -> Backend:
+        """The backend :meth:`open_store` with ``create=False`` would hold, with
+        the same errors, for what only reads the agents' records (``agent
+        list``).  Speed: it imports neither the audit log nor the engine, the
+        store's write path (tests/cli/test_startup_imports.py)."""
+        from rotifer.memory.errors import AgentMemoryError
+        from rotifer.memory.storage.opening import open_backend
+
+        url = self.memory_url(agent)
+        try:
+            return open_backend(self.dot, url, create=False)
+        except AgentMemoryError as exc:
+            raise self._noted(exc, agent, url) from None
+
+    def _noted(self, exc: AgentMemoryError, agent: str | None, url: str | None
+               ) -> AgentMemoryError:
+        """``exc``, with where ``agent``'s memory is when the store opened is another."""
+        note = None if agent is None else self.binding_note(agent, url)
+        if note is None:
+            return exc
+        from rotifer.memory.errors import storage
+
+        return storage(f"{exc.message}; {note}")
 
     def binding_note(self, agent: str, used: str | None) -> str | None:
         """Where agent's memory is when a command opened another store (None

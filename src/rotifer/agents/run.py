@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING, Any
 from rotifer.genes.contain.sandbox import CONTAINED, Grant
 from rotifer.genes.execute import DEFAULT_DEADLINE_S, express
 from rotifer.genes.gene import Gene, unregistered
-from rotifer.genes.python import LogSink
-from rotifer.memory import DeniedMemory, GeneMemoryAccess
 
 from .compositions import run_composition
 from .genome import Agents
 from .project import Project, require_memory
 
 if TYPE_CHECKING:
+    from rotifer.genes.python import LogSink  # speed: a contained run needs no gene runtime here
     from rotifer.genes.registry import Registry
-    from rotifer.memory import Clock
+    from rotifer.memory import Clock, DeniedMemory, GeneMemoryAccess, MemoryStore
+    from rotifer.memory.storage.backend import Backend
 
 
 
@@ -93,12 +93,12 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
     grant_of = spec.containment.grant
     _note_uncontained(genes, grant_of, hints, f"trusted by agent '{name}'")
     # The agent's memory must exist: a run never creates or repairs its store.
-    store = project.open_store(name, clock, create=False)
+    memory = _Memory(project, name, project.open_backend(name), clock)
     try:
-        require_memory(store, name, project)
+        memory.require()
 
         def memory_for(gene: Gene) -> GeneMemoryAccess:
-            return store.for_gene(name, gene.v2_id, gene.domain)
+            return memory.for_gene(gene)
 
         def runner(gene: Gene, value: Any, memory: GeneMemoryAccess) -> Any:
             return express(gene, value, memory, deadline_s=deadline_s,
@@ -108,7 +108,81 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
 
         return run_composition(spec.composition, genes, input, memory_for, runner)
     finally:
-        store.close()
+        memory.close()
+
+
+class _Memory:
+    """The agent's memory during a run: its backend, open from the start; the
+    store around it (the audit log, the engine, the views: the store's write
+    path) made at the first memory call of any of its genes.
+
+    Speed: a run whose genes make no memory call imports none of that (~35 M
+    instructions of a one-gene ``agent run``, tests/cli/test_startup_imports.py).
+    What a run refused before its first gene it still refuses then, through
+    the backend: an agent without memory (:func:`require_memory`'s error) and
+    a read-only standby (:meth:`MemoryStore.for_gene`'s); each gene's view is
+    :meth:`MemoryStore.for_gene`'s, made at its first call."""
+
+    def __init__(self, project: Project, name: str, backend: Backend,
+                 clock: Clock | None) -> None:
+        self.project, self.name, self.backend, self.clock = project, name, backend, clock
+        self._store: MemoryStore | None = None
+
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            from rotifer.memory.store import MemoryStore
+
+            self._store = MemoryStore.on(self.backend, self.project.dot, self.clock)
+        return self._store
+
+    def require(self) -> None:
+        with self.backend.peek() as tx:
+            present = tx.get_agent(self.name) is not None
+        if not present:  # the store says why, as every command does
+            require_memory(self.store(), self.name, self.project)
+
+    def for_gene(self, gene: Gene) -> GeneMemoryAccess:
+        if self.backend.read_only:  # refused now, before the gene runs
+            return self.store().for_gene(self.name, gene.v2_id, gene.domain)
+        return _GeneMemoryLater(self, gene)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+        else:
+            self.backend.close()
+
+
+class _GeneMemoryLater:
+    """``ctx.memory`` of one gene of a run: :meth:`MemoryStore.for_gene`'s view,
+    made at the gene's first call (see :class:`_Memory`)."""
+
+    def __init__(self, memory: _Memory, gene: Gene) -> None:
+        self._memory, self._gene = memory, gene
+        self._view: GeneMemoryAccess | None = None
+
+    def _now(self) -> GeneMemoryAccess:
+        if self._view is None:
+            m, gene = self._memory, self._gene
+            view = self._view = m.store().for_gene(m.name, gene.v2_id, gene.domain)
+            # The gene's later calls go to the view itself, not through here.
+            self.read_memory = view.read_memory  # type: ignore[method-assign]
+            self.write_memory = view.write_memory  # type: ignore[method-assign]
+            self.query_memory = view.query_memory  # type: ignore[method-assign]
+            self.delete_memory = view.delete_memory  # type: ignore[method-assign]
+        return self._view
+
+    def read_memory(self, key: str, category: Any = None) -> Any:
+        return self._now().read_memory(key, category)
+
+    def write_memory(self, *args: Any, **kwargs: Any) -> Any:
+        return self._now().write_memory(*args, **kwargs)
+
+    def query_memory(self, filter: Any = None) -> Any:
+        return self._now().query_memory(filter)
+
+    def delete_memory(self, key: str) -> None:
+        self._now().delete_memory(key)
 
 
 # -- a gene alone ---------------------------------------------------------------
@@ -116,7 +190,7 @@ def run_agent(project: Project, name: str, input: Any, *, hints: list[str] | Non
 
 def denied_memory(project: Project, gene: Gene) -> DeniedMemory:
     """What ``rotifer run`` gives a gene: refuses every call, audited in the project."""
-    from rotifer.memory import AuditLog
+    from rotifer.memory import AuditLog, DeniedMemory
 
     return DeniedMemory(
         "memory calls only work when the gene runs as part of an agent (`rotifer run` runs "

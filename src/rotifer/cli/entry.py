@@ -67,8 +67,6 @@ def trusts_every_gene(argv: list[str]) -> bool:
     if args[:2] != ["agent", "run"] or len(args) < 3 or args[2].startswith("-"):
         return False
     try:
-        import json
-
         root = project or os.environ.get("ROTIFER_PROJECT") or None
         if root is None:
             here = os.getcwd()
@@ -79,13 +77,38 @@ def trusts_every_gene(argv: list[str]) -> bool:
                 here = parent
             root = here
         with open(os.path.join(root, ".rotifer", "agents", args[2] + ".json"), "rb") as f:
-            doc = json.load(f)
+            doc = _json_doc(f.read().decode("utf-8"))
+        if not isinstance(doc, dict):
+            return False
         genes, trust = doc["genes"], doc["containment"]["trust"]
         if not (isinstance(genes, list) and isinstance(trust, list)):
             return False
         return bool(genes) and all(isinstance(g, str) and g in trust for g in genes)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, StopIteration, RecursionError):
         return False
+
+
+class _Strict:
+    """What the C half of ``json`` reads of its decoder: ``json.loads``'s defaults
+    (a constant such as ``NaN`` is refused: ``parse_constant`` is not callable)."""
+
+    strict = True
+    object_hook = object_pairs_hook = parse_constant = None
+    parse_float, parse_int = float, int
+
+
+def _json_doc(text: str) -> object:
+    """One JSON value (StopIteration or ValueError: none, or more than one).
+    Speed: ``import json`` imports ``re`` and compiles its patterns (~35 M
+    instructions), which the fork server's start would wait for; the C scanner
+    alone does not."""
+    import _json  # type: ignore[import-not-found,unused-ignore]
+
+    text = text.strip(" \t\n\r")
+    value, end = _json.make_scanner(_Strict())(text, 0)  # type: ignore[arg-type]
+    if end != len(text):
+        raise ValueError("more than one JSON value")
+    return value
 
 
 def main() -> None:
@@ -94,16 +117,16 @@ def main() -> None:
         try:
             if runs_genes(sys.argv[1:]) and not trusts_every_gene(sys.argv[1:]):
                 # Speed: the fork server of contained Python genes starts now,
-                # beside this process's own imports (click, the package), not at
-                # the first gene.  A one-shot `rotifer agent run` of a contained
-                # Python gene, quiet 2-core machine, medians of 15 interleaved
-                # runs: +57 ms over the same gene trusted, against +110 ms when
-                # the server started at the gene (bench/containment.py is the
-                # in-process figure).  A command whose genes turn out not to need
-                # it (WASM, trusted) pays a server start beside it, stopped at exit.
-                from rotifer.genes.contain.forkserver import prestart
+                # before this process imports anything more (click, the package,
+                # even subprocess), so its interpreter starts beside all of that,
+                # not at the first gene nor after a part of it.  How (a fork of
+                # this process that exec's the server at once, holding nothing
+                # of it) and why that is safe: rotifer/genes/contain/launch.py.
+                # A command whose genes turn out not to need it (WASM, trusted)
+                # pays a server start beside it, killed at exit.
+                from rotifer.genes.contain.launch import start_early
 
-                prestart()
+                start_early()
             from rotifer.cli.main import run
 
             status = run(sys.argv[1:])
@@ -117,3 +140,40 @@ def main() -> None:
         except OSError:  # pragma: no cover - stderr closed
             pass
     sys.exit(status)
+
+
+def console() -> None:
+    """The ``rotifer`` console script: :func:`main`, then the end of the process
+    without the interpreter's teardown.
+
+    What the interpreter's own exit does that matters is done first, in its
+    order: wait for the threads that are not daemons, run the ``atexit``
+    handlers (the fork server's shutdown among them), flush stdout and stderr;
+    then ``os._exit`` with the status.  Skipped: freeing every module and
+    object one by one -- ~30 M instructions of ``rotifer agent list`` (10% of
+    it; docs/benchmarks.md, "Start-up").  Whatever rotifer writes is written
+    and closed before (the audit log is written with ``os.write``, stores are
+    closed by the commands).  If flushing fails (stdout is a pipe its reader
+    closed) the interpreter's own exit takes over and reports it as before."""
+    try:
+        main()
+        status: str | int | None = 0
+    except SystemExit as exc:
+        status = exc.code
+    if status is None:
+        status = 0
+    if not isinstance(status, int):
+        sys.exit(status)
+    import atexit
+
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading._shutdown()  # what Py_FinalizeEx calls first
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except BaseException:  # the interpreter's exit reports it, as before
+        sys.exit(status)
+    os._exit(status & 0xFF)

@@ -8,8 +8,8 @@ with Ctrl-C, 143 on SIGTERM, 129 on SIGHUP), never as a Python traceback.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found,unused-ignore]  # speed: not signal's enums
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -289,14 +289,14 @@ class Terminated(KeyboardInterrupt):
 
 
 #: The signals that stop a command the way Ctrl-C does (status 128 + number).
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
-                     if hasattr(signal, name))
+STOP_SIGNALS: tuple[int, ...] = tuple(getattr(_signal, name) for name in ("SIGTERM", "SIGHUP")
+                                      if hasattr(_signal, name))
 
 
 def _on_stop(signum: int, frame: FrameType | None) -> None:
     # Only once: a second signal is ignored, so that the cleanup can finish.
     for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
+        _signal.signal(sig, _signal.SIG_IGN)
     raise Terminated(signum)
 
 
@@ -305,16 +305,18 @@ def _catch_stop_signals() -> Callable[[], None]:
     function restores the previous handlers (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    previous = {sig: signal.signal(sig, _on_stop) for sig in STOP_SIGNALS}
+    previous = {sig: _signal.signal(sig, _on_stop) for sig in STOP_SIGNALS}
 
     def restore() -> None:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            _signal.signal(sig, handler)
 
     return restore
 
 
 def _stopped(exc: Terminated) -> int:
+    import signal
+
     return _report("INTERRUPTED", f"stopped by {signal.Signals(exc.signum).name}",
                    128 + exc.signum)
 

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
-from rotifer.memory import UNSET, AgentMemoryError, ErrorCode, GeneMemoryAccess, MemoryEntry
+from rotifer.memory import UNSET, AgentMemoryError, ErrorCode, MemoryEntry
+
+if TYPE_CHECKING:  # speed: GeneMemoryAccess lives with the store (its write path)
+    from rotifer.memory import GeneMemoryAccess
 
 
 class Op(enum.StrEnum):

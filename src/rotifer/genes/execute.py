@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.contain.sandbox import CONTAINED, MAX_OUTPUT_BYTES, Grant
 from rotifer.genes.errors import GeneFailed, GeneUnavailable, InvalidInput
 from rotifer.genes.gene import Gene
 from rotifer.genes.jsonvalue import problem_of
 from rotifer.genes.phenotype import validate_input
-from rotifer.genes.python import LogSink
-from rotifer.memory import GeneMemoryAccess
+
+if TYPE_CHECKING:  # speed: rotifer.memory's GeneMemoryAccess lives with the store
+    from rotifer.genes.python import LogSink  # (and a contained run needs no gene runtime here)
+    from rotifer.memory import GeneMemoryAccess
 
 DEFAULT_DEADLINE_S = 10.0
 

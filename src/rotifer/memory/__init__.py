@@ -39,9 +39,8 @@ if TYPE_CHECKING:
         SharePolicy,
         entry_id,
     )
-    from .quota import parse_size
+    from .quota import DEFAULT_QUOTA_BYTES, parse_size
     from .store import (
-        DEFAULT_QUOTA_BYTES,
         DeniedMemory,
         DeployerMemory,
         GeneMemory,
@@ -61,7 +60,7 @@ _HOMES = {
     "AuditLog": ".audit",
     "Category": ".model",
     "Clock": ".clock",
-    "DEFAULT_QUOTA_BYTES": ".store",
+    "DEFAULT_QUOTA_BYTES": ".quota",
     "DataPolicy": ".model",
     "DeniedMemory": ".store",
     "DeployerMemory": ".store",

@@ -9,8 +9,6 @@ importable from there as well).
 from __future__ import annotations
 
 import functools
-import hashlib
-import unicodedata
 from collections.abc import Iterable
 from typing import Final
 
@@ -25,6 +23,8 @@ def check_agent_id(agent_id: object) -> str:
     (a trailing line break or a bidi override would make two agents look alike)."""
     if not isinstance(agent_id, str) or not agent_id:
         raise invalid("agent id must be a non-empty string")
+    import unicodedata  # speed: hashlib and unicodedata where used (issue 33)
+
     bad = next((c for c in agent_id if unicodedata.category(c) in _HIDDEN), None)
     if bad is not None:
         raise invalid(f"agent id {agent_id!r} contains the control or format character "
@@ -73,6 +73,8 @@ def entry_id(agent_id: str, key: str) -> str:
     Cached: every entry a query or read returns needs its id, and the same
     keys come back again and again.
     """
+    import hashlib  # speed: OpenSSL's loading, only where an id is made (~12 M instructions)
+
     return hashlib.sha256(agent_id.encode() + b"\x00" + key.encode()).hexdigest()
 
 
@@ -81,6 +83,8 @@ def entry_ids(agent_id: str, keys: Iterable[str]) -> list[str]:
     eviction, an expiry): their ids are not asked for again, so they bypass the
     cache (and do not push out ids that are), and the agent's part of the hash
     is taken once and copied for each key: half the cost of one id."""
+    import hashlib
+
     agent_part = hashlib.sha256(agent_id.encode() + b"\x00")
     ids = []
     for key in keys:

@@ -12,7 +12,6 @@ straight through.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -242,6 +241,8 @@ class MemoryEntry:
             "key": self.key,
         }
         if include_value:
+            import base64
+
             data["value"] = base64.b64encode(self.value).decode("ascii")
         data.update(
             createdBy=self.created_by,
@@ -256,6 +257,8 @@ class MemoryEntry:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MemoryEntry:
         """Inverse of :meth:`to_json` (used by export/import and bridges)."""
+        import base64
+
         try:
             return cls(
                 entry_id=str(data["entryId"]),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
 
 from .errors import invalid
 
+#: An agent's memory quota when none is given (``agent create --memory-quota``).
+DEFAULT_QUOTA_BYTES = 10 * 1024 * 1024
 UNITS = {"KB": 1024, "MB": 1024**2, "GB": 1024**3}
 MAX_QUOTA_BYTES = 1024 * 1024**3  # 1024 GB
 _SIZE = re.compile(r"\s*([+-]?[0-9]*\.?[0-9]+)\s*([A-Za-z]+)\s*")
@@ -22,6 +23,8 @@ def parse_size(text: str) -> int:
     match = _SIZE.fullmatch(text) if isinstance(text, str) else None
     if match is None:
         raise invalid(f"memory quota {text!r} must be a number followed by KB, MB or GB")
+    from decimal import Decimal, InvalidOperation  # speed: only where a size is parsed
+
     number, unit = match.groups()
     factor = UNITS.get(unit.upper())
     if factor is None:

@@ -24,7 +24,6 @@ so Ctrl-C still ends a process stuck behind a stopped one.
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]
-import signal
 import threading
 import types
 from collections.abc import Callable
@@ -33,13 +32,16 @@ from typing import Any
 #: Signals whose Python handler may raise: SIGINT (Ctrl-C) and, where the CLI
 #: turns them into an exception, SIGTERM and SIGHUP (rotifer.genes.python
 #: watches the same ones while a trusted gene runs).
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
-                     if hasattr(signal, name))
+#: (Numbers from signal's C half: ``import signal`` makes enums of every
+#: name, ~3.5 M instructions of a command's start-up.)
+STOP_SIGNALS: tuple[int, ...] = tuple(getattr(_signal, name)
+                                      for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                                      if hasattr(_signal, name))
 
 #: What :class:`signals_deferred` holds back: the stop signals and SIGALRM, which
 #: rotifer.genes.python raises a trusted gene's deadline with.
-DEFERRED_SIGNALS = STOP_SIGNALS + tuple(
-    getattr(signal, name) for name in ("SIGALRM",) if hasattr(signal, name))
+DEFERRED_SIGNALS: tuple[int, ...] = STOP_SIGNALS + tuple(
+    getattr(_signal, name) for name in ("SIGALRM",) if hasattr(_signal, name))
 
 Handler = Callable[[int, types.FrameType | None], Any]
 

@@ -17,7 +17,6 @@ happens when it does not commit, is the engine (:mod:`rotifer.memory.engine`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .audit import DEPLOYER, AuditLog
@@ -27,13 +26,11 @@ from .engine.changes import Change, log_change, new_epoch, settle, to_entry
 from .engine.core import Engine
 from .errors import invalid, storage
 from .model import DataPolicy, check_agent_id
-from .private import private_dir, secure
-from .storage import URL_VARIABLE
+from .quota import DEFAULT_QUOTA_BYTES
 from .storage.backend import AgentRecord, Backend
+from .storage.opening import open_backend
 from .views.deployer_memory import DeniedMemory, DeployerMemory
 from .views.gene_memory import GeneMemory, GeneMemoryAccess
-
-DEFAULT_QUOTA_BYTES = 10 * 1024 * 1024
 
 __all__ = ["DEFAULT_QUOTA_BYTES", "DeniedMemory", "DeployerMemory", "GeneMemory",
            "GeneMemoryAccess", "MemoryStore", "to_entry"]
@@ -54,26 +51,13 @@ class MemoryStore(Engine):
         missing or holds no memory tables is MEMORY_STORAGE_ERROR naming it, and
         nothing is created or repaired (for commands that only use memory).
         """
+        return cls.on(open_backend(Path(rotifer_dir), url, create=create), rotifer_dir, clock)
+
+    @classmethod
+    def on(cls, backend: Backend, rotifer_dir: Path, clock: Clock | None = None) -> MemoryStore:
+        """The store of a backend already open (:func:`~.storage.opening.open_backend`),
+        with the audit log of ``rotifer_dir``."""
         rotifer_dir = Path(rotifer_dir)
-        if create:
-            try:
-                private_dir(rotifer_dir)
-            except OSError as exc:
-                raise storage(f"cannot create {rotifer_dir}: {exc.strerror or exc}") from exc
-        secure(rotifer_dir)
-        url = url or os.environ.get(URL_VARIABLE) or None
-        backend: Backend
-        if url is None or url.startswith("sqlite:"):
-            from .storage.sqlite import SqliteBackend
-
-            path = Path(url[len("sqlite:"):]) if url else rotifer_dir / "playground.db"
-            backend = SqliteBackend(path, create=create)
-        elif url.startswith(("postgresql://", "postgres://")):
-            from .storage.postgres import PostgresBackend  # type: ignore[import-not-found,unused-ignore]
-
-            backend = PostgresBackend(url)
-        else:
-            raise storage(f"unknown memory URL {url!r}: use postgresql://... or sqlite:PATH")
         audit = AuditLog(rotifer_dir / "audit.jsonl", rotifer_dir / "telemetry.jsonl")
         return cls(backend, audit, clock)
 

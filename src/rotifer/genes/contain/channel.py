@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import select
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -335,6 +334,8 @@ class Channel:
         self.proc.kill()
 
     def _died(self) -> GeneFailed:
+        import subprocess  # speed: here, where the child has died, not at every run
+
         try:
             status = self.proc.wait(timeout=max(0.1, min(5.0, self.deadline - time.monotonic())))
         except subprocess.TimeoutExpired:

@@ -6,14 +6,16 @@ channel (:mod:`.channel`) talks to either through :class:`Child`.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found,unused-ignore]  # speed: not signal's enums
 import contextlib
 import os
-import signal
-import subprocess
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rotifer.genes.errors import GeneUnavailable
+
+if TYPE_CHECKING:  # speed: subprocess where a child is started with it (Node)
+    import subprocess
 
 
 class Child(Protocol):
@@ -58,7 +60,7 @@ class Started:
         process while the group has members (and this process has not reaped
         the child); once it has none, this finds nothing (ESRCH) and does nothing."""
         with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(self.proc.pid, _signal.SIGKILL)
 
     def release(self) -> None:
         pass
@@ -71,6 +73,8 @@ def popen(argv: Sequence[str], *, name: str, what: str, cwd: str,
     session of its own, confined by ``preexec`` between fork and exec."""
 
     def spawn(to_child_r: int, from_child_w: int, err_w: int) -> Child:
+        import subprocess
+
         try:
             return Started(subprocess.Popen(
                 [*argv, str(to_child_r), str(from_child_w)],

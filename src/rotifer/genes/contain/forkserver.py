@@ -22,36 +22,35 @@ still waits and kills, only the status is then unknown.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found,unused-ignore]  # speed: not signal's enums
+import _socket
+import array
 import atexit
 import contextlib
 import json
 import os
 import select
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.errors import GeneUnavailable
+
+from . import launch
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: How long, once the child has ended, the parent waits for the server to say
 #: its status (the message is already sent, or is about to be).
 STATUS_WAIT_S = 5.0
 
 
-def _boot(control_fd: int) -> list[str]:
-    import sysconfig  # speed: after the server's start, not before (see prestart)
-
-    up = os.path.dirname
-    paths = [up(up(up(up(os.path.realpath(__file__)))))]  # where rotifer is imported from
-    found = sysconfig.get_paths()
-    paths += [found["purelib"], found["platlib"]]
-    code = (f"import sys; sys.path[:0] = {paths!r}; "
-            f"from rotifer.genes.contain.zygote import main; main({control_fd})")
-    return [sys.executable, "-S", "-E", "-B", "-c", code]
+def _socketpair() -> tuple[_socket.socket, _socket.socket]:
+    """A pair of connected ``SOCK_SEQPACKET`` sockets.  Speed: ``_socket``'s, not
+    :mod:`socket`'s (its enums cost ~14 M instructions of a contained run)."""
+    return _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
 
 
 def _readable(fd: int, timeout: float | None) -> bool:
@@ -71,7 +70,7 @@ class ServedChild:
     """A gene's process the server forked: what :class:`.channel.Channel` needs of
     a child (``pid``, ``wait``, ``kill``, ``release``)."""
 
-    def __init__(self, sock: socket.socket, name: str, timeout: float) -> None:
+    def __init__(self, sock: _socket.socket, name: str, timeout: float) -> None:
         self._sock = sock
         self.returncode: int | None = None
         self._ended = False
@@ -112,6 +111,8 @@ class ServedChild:
         raises ``subprocess.TimeoutExpired`` if it has not ended within ``timeout``."""
         if not self._ended:
             if not _readable(self._pidfd, timeout):
+                import subprocess  # speed: subprocess only where it is used (~10 M)
+
                 raise subprocess.TimeoutExpired("python gene", timeout or 0.0)
             self._ended = True
         while status and self.returncode is None and self._sock.fileno() >= 0:
@@ -127,9 +128,9 @@ class ServedChild:
         run's socket is open) and, through its pidfd, the child itself."""
         if self._sock.fileno() >= 0:
             with contextlib.suppress(OSError):
-                os.killpg(self.pid, signal.SIGKILL)
+                os.killpg(self.pid, _signal.SIGKILL)
         with contextlib.suppress(OSError):
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            _signal.pidfd_send_signal(self._pidfd, _signal.SIGKILL)
 
     def release(self) -> None:
         """The run is over: the server may reap the child (it kills its group first)."""
@@ -138,13 +139,75 @@ class ServedChild:
             os.close(self._pidfd)
 
 
+def _wait(proc: subprocess.Popen[bytes] | _Early, timeout: float) -> None:
+    """Wait for ``proc``'s end and reap it; ``subprocess.TimeoutExpired`` after
+    ``timeout``.  Speed: through a pidfd, woken the moment it ends, where
+    ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms (the console
+    script waits for its server at exit)."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except OSError:  # reaped already, or no pidfd here
+        proc.wait(timeout=timeout)
+        return
+    try:
+        if not _readable(pidfd, timeout):
+            import subprocess
+
+            raise subprocess.TimeoutExpired("python fork server", timeout)
+    finally:
+        os.close(pidfd)
+    proc.wait(timeout=timeout)
+
+
+class _Early:
+    """The server :func:`.launch.start_early` started, as much of a ``Popen`` as
+    :class:`ForkServer` uses: ``pid``, ``returncode``, ``poll``, ``wait``, ``kill``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def _reap(self, flags: int) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:  # reaped elsewhere: its status is lost
+                self.returncode = -1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self._reap(os.WNOHANG)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if timeout is not None and self.returncode is None:
+            try:
+                pidfd = os.pidfd_open(self.pid)
+            except OSError:
+                return self._reap(0)
+            try:
+                if not _readable(pidfd, timeout):
+                    import subprocess
+
+                    raise subprocess.TimeoutExpired("python fork server", timeout)
+            finally:
+                os.close(pidfd)
+        return self._reap(0)
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, _signal.SIGKILL)
+
+
 class ForkServer:
     """One fork server per process (:func:`server`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._control: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | _Early | None = None
+        self._control: _socket.socket | None = None
         self._owner = 0
         self._spawned = False  # whether this process's server was asked for a child
 
@@ -153,27 +216,35 @@ class ForkServer:
         """The server's pid (None: not running)."""
         return self._proc.pid if self._proc is not None and self._owner == os.getpid() else None
 
-    def _start(self) -> socket.socket:
-        from .sandbox import base_env  # speed: see prestart
+    def _start(self) -> _socket.socket:
+        early = launch.take()
+        if early is not None:  # started by the console script (launch.start_early)
+            pid, fd = early
+            return self._own(_Early(pid), _socket.socket(fileno=fd))
+        import subprocess  # speed: the console script's server needs no Popen (launch.py)
 
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours, theirs = _socketpair()
         try:
-            proc = subprocess.Popen(_boot(theirs.fileno()), stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(launch.boot(theirs.fileno()), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    pass_fds=(theirs.fileno(),), env=base_env(), cwd="/",
-                                    start_new_session=True)
+                                    pass_fds=(theirs.fileno(),), env=launch.base_env(),
+                                    cwd="/", start_new_session=True)
         except OSError as exc:
             ours.close()
             raise GeneUnavailable(f"cannot start the Python fork server ({sys.executable}): "
                                   f"{exc}") from None
         finally:
             theirs.close()
+        return self._own(proc, ours)
+
+    def _own(self, proc: subprocess.Popen[bytes] | _Early, control: _socket.socket
+             ) -> _socket.socket:
         if self._owner == 0:
             atexit.register(self.shutdown)
-        self._proc, self._control, self._owner = proc, ours, os.getpid()
-        return ours
+        self._proc, self._control, self._owner = proc, control, os.getpid()
+        return control
 
-    def _connection(self, fresh: bool) -> socket.socket:
+    def _connection(self, fresh: bool) -> _socket.socket:
         """The control socket of a running server: started now if there is none
         in this process, it has exited, or ``fresh``."""
         if self._owner != os.getpid():  # a fork of a process that had one: not ours
@@ -197,21 +268,24 @@ class ForkServer:
         parent's messages, the child's messages, its output); once the server
         took them, the caller may close its copies."""
         data = json.dumps(request).encode()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours, theirs = _socketpair()
         try:
-            with theirs:
+            try:
                 for fresh in (False, True):
                     with self._lock:
                         control = self._connection(fresh)
                         self._spawned = True
                         try:
-                            socket.send_fds(control, [data], [theirs.fileno(), *fds])
+                            control.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                                                      array.array("i", [theirs.fileno(), *fds]))])
                             break
                         except (BrokenPipeError, ConnectionResetError):
                             if fresh:  # a server started just now is gone already
                                 raise GeneUnavailable(
                                     f"gene '{name}': the Python fork server stopped as it "
                                     "started") from None
+            finally:
+                theirs.close()
             return ServedChild(ours, name, timeout)
         except BaseException:
             ours.close()
@@ -226,8 +300,12 @@ class ForkServer:
             control.close()
         if proc is not None:
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+                _wait(proc, 10)
+            except Exception as exc:
+                import subprocess  # only where it was raised: see ServedChild.wait
+
+                if not isinstance(exc, subprocess.TimeoutExpired):
+                    raise
                 proc.kill()
                 # Never wait for ever: a killed process the kernel keeps busy
                 # (seen once under load in test_audit_truth) is reaped by init

@@ -37,10 +37,10 @@ to a user of its own (``useradd --system rotifer-genes``).
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found,unused-ignore]  # speed: not signal's enums
 import ctypes
 import os
 import pwd
-import signal
 import stat
 import struct
 from functools import lru_cache
@@ -175,6 +175,6 @@ def drop(user: tuple[int, int] | None, top_cap: int, owns_ns: bool = False) -> N
 
 def die_with(parent: int) -> None:
     """In the child: SIGKILL when ``parent`` dies; if it already has, exit now."""
-    _check(_prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "parent-death signal")
+    _check(_prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0), "parent-death signal")
     if os.getppid() != parent:
         os._exit(70)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rotifer.genes.calls import Op, error_reply, invalid, ok_reply, serve
 from rotifer.genes.errors import GeneFailed, GeneRejected, GeneUnavailable, InvalidGene
-from rotifer.memory import AgentMemoryError, GeneMemoryAccess, MemoryEntry
+from rotifer.memory import AgentMemoryError, MemoryEntry
 
 from .channel import MAX_OUTPUT_BYTES, Channel, Child
 from .exposure import refuse_exposed
@@ -29,6 +29,7 @@ from .sandbox import SYSTEM_READ, Grant, python_read_paths, sandbox
 if TYPE_CHECKING:
     from rotifer.genes.gene import Gene
     from rotifer.genes.python import LogSink
+    from rotifer.memory import GeneMemoryAccess
 
 #: Startup of the child (the fork server's, the fork, confinement) is not the
 #: gene's time: its deadline starts when the child says it is ready, within this.

@@ -54,13 +54,14 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rotifer.genes.errors import GeneUnavailable
 from rotifer.memory.signals import signals_deferred
+
+from .launch import base_env
 
 if TYPE_CHECKING:
     from . import kernel
@@ -82,19 +83,54 @@ MAX_OUTPUT_BYTES = 1 << 20
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
 
 
-@dataclass(frozen=True)
 class Grant:
     """What the deployer allows one gene: ``trusted`` runs it uncontained (in
     this process for Python, a plain child for Node); ``tcp_ports`` it may
     connect to; ``memory_mib`` its data-size limit; ``tasks`` its threads and
     processes and ``temp_mib`` its temporary folder's total size (both enforced
-    when rotifer runs as root)."""
+    when rotifer runs as root).
 
-    trusted: bool = False
-    tcp_ports: tuple[int, ...] = field(default_factory=tuple)
-    memory_mib: int = DEFAULT_MEMORY_MIB
-    tasks: int = DEFAULT_TASKS
-    temp_mib: int = DEFAULT_TEMP_MIB
+    Frozen, compared and hashed by its fields, as the dataclass it was; a
+    plain class for speed (a dataclass costs ~3.5 M instructions to create,
+    and every command that reads an agent's grants imports this module)."""
+
+    __slots__ = ("memory_mib", "tasks", "tcp_ports", "temp_mib", "trusted")
+    trusted: bool
+    tcp_ports: tuple[int, ...]
+    memory_mib: int
+    tasks: int
+    temp_mib: int
+
+    def __init__(self, trusted: bool = False, tcp_ports: tuple[int, ...] = (),
+                 memory_mib: int = DEFAULT_MEMORY_MIB, tasks: int = DEFAULT_TASKS,
+                 temp_mib: int = DEFAULT_TEMP_MIB) -> None:
+        for name, value in (("trusted", trusted), ("tcp_ports", tcp_ports),
+                            ("memory_mib", memory_mib), ("tasks", tasks),
+                            ("temp_mib", temp_mib)):
+            object.__setattr__(self, name, value)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.trusted, self.tcp_ports, self.memory_mib, self.tasks, self.temp_mib)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: a Grant is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: a Grant is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Grant)
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"Grant(trusted={self.trusted!r}, tcp_ports={self.tcp_ports!r}, "
+                f"memory_mib={self.memory_mib!r}, tasks={self.tasks!r}, "
+                f"temp_mib={self.temp_mib!r})")
 
 
 CONTAINED = Grant()
@@ -149,39 +185,71 @@ def python_read_paths() -> list[str]:
     return list(_python_read_paths())
 
 
-def base_env() -> dict[str, str]:
-    """The environment every contained process gets: ``PATH`` and the locale
-    (the Python fork server is ``exec``'d with exactly this)."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
-    for name in ("LANG", "LC_ALL", "LC_CTYPE", "TZ"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
-
 def child_env(temp: str) -> dict[str, str]:
     """The whole environment of a contained child: :func:`base_env` and
     ``HOME`` and ``TMPDIR``, both its temporary folder."""
     return {**base_env(), "HOME": temp, "TMPDIR": temp}
 
 
-@dataclass
 class Sandbox:
-    """One contained run: its private temporary folder and its prepared plan."""
+    """One contained run: its private temporary folder and its prepared plan.
+    (Speed: a plain class, not a dataclass: this module is imported by every
+    command that reads an agent's grants.)"""
 
-    temp: str
-    plan: kernel.Plan
-    env: dict[str, str]
+    __slots__ = ("env", "plan", "temp")
+
+    def __init__(self, temp: str, plan: kernel.Plan, env: dict[str, str]) -> None:
+        self.temp, self.plan, self.env = temp, plan, env
+
+
+def _private_folder(prefix: str) -> str:
+    """``tempfile.mkdtemp(prefix=prefix)``: a new folder only this user may
+    enter (0700, made exclusively), in the first of ``tempfile``'s candidate
+    folders (``$TMPDIR``, ``$TEMP``, ``$TMP``, ``/tmp``, ``/var/tmp``,
+    ``/usr/tmp``, the working folder) where one can be made.  Speed:
+    ``tempfile`` imports ``shutil`` (with zlib, bz2, lzma) and ``random``, ~11 M
+    instructions of a contained run before its gene starts.  Where ``tempfile``
+    is loaded already (a library user's process, which may have set
+    ``tempfile.tempdir``), or no candidate will do, ``tempfile`` decides."""
+    if "tempfile" not in sys.modules:
+        folders = [os.environ[n] for n in ("TMPDIR", "TEMP", "TMP") if os.environ.get(n)]
+        folders += ["/tmp", "/var/tmp", "/usr/tmp"]
+        try:
+            folders.append(os.getcwd())
+        except OSError:
+            folders.append(os.curdir)
+        for folder in folders:
+            for _ in range(100):
+                path = os.path.join(os.path.abspath(folder), prefix + os.urandom(6).hex())
+                try:
+                    os.mkdir(path, 0o700)
+                    return path
+                except FileExistsError:
+                    continue
+                except OSError:
+                    break
+    import tempfile
+
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def _remove(temp: str) -> None:
+    """Remove the run's temporary folder, whatever the gene left in it.  Speed:
+    an empty one (a gene that wrote nothing, or, as root, wrote in the tmpfs of
+    its own mount namespace) with ``os.rmdir``; ``shutil.rmtree`` otherwise."""
+    try:
+        os.rmdir(temp)
+    except OSError:
+        import shutil
+
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 @contextmanager
 def sandbox(name: str, read: list[str], grant: Grant) -> Iterator[Sandbox]:
     """A private temporary folder and the plan confining a child to ``read`` and
     that folder; the folder is removed afterwards, whatever the gene left in it."""
-    import shutil  # speed: these only where a gene runs contained
-    import tempfile
-
-    from . import kernel, privileges
+    from . import kernel, privileges  # speed: these only where a gene runs contained
 
     require_containment(name)
     user = privileges.gene_user()
@@ -194,7 +262,7 @@ def sandbox(name: str, read: list[str], grant: Grant) -> Iterator[Sandbox]:
                     f"{privileges.describe(user)}, the user genes run as when rotifer runs "
                     f"as root, and the gene needs {path}: let others pass (chmod o+x) and "
                     f"read it, or set {privileges.ENV_GENE_USER} to a user that may")
-    temp = tempfile.mkdtemp(prefix="rotifer-gene-")
+    temp = _private_folder("rotifer-gene-")
     try:
         if user is not None:
             os.chown(temp, *user)
@@ -209,4 +277,4 @@ def sandbox(name: str, read: list[str], grant: Grant) -> Iterator[Sandbox]:
         yield Sandbox(temp, plan, child_env(temp))
     finally:
         with signals_deferred():  # rmtree cut by a signal closes a descriptor twice
-            shutil.rmtree(temp, ignore_errors=True)
+            _remove(temp)

@@ -49,8 +49,6 @@ What is deliberately *not* here (EPERM), by the harm it would do:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 #: The machines this table covers, by ``platform.machine()``, with the
 #: ``AUDIT_ARCH_*`` value a filter compares (any other architecture's call kills).
 ARCHES = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -58,13 +56,14 @@ ARCHES = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 Entry = tuple[str, int | None, int | None]
 
 
-@dataclass(frozen=True)
 class Group:
-    """Calls allowed with any arguments, and why a gene needs them."""
+    """Calls allowed with any arguments, and why a gene needs them.  (A plain
+    class: a dataclass costs the fork server ~3.5 M instructions to create.)"""
 
-    name: str
-    why: str
-    calls: tuple[Entry, ...]
+    __slots__ = ("calls", "name", "why")
+
+    def __init__(self, name: str, why: str, calls: tuple[Entry, ...]) -> None:
+        self.name, self.why, self.calls = name, why, calls
 
 
 GROUPS: tuple[Group, ...] = (

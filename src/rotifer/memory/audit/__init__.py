@@ -63,17 +63,41 @@ Action names (the ``action`` field, one constant each in :mod:`.actions`):
 =================  =========================================================
 """
 
-from .file import archives
-from .log import (
-    DEFAULT_MAX_BYTES,
-    DEPLOYER,
-    MAX_BYTES_ENV,
-    AuditLog,
-    encode_lines,
-    max_bytes_from_env,
-    telemetry_enabled,
-)
-from .text import line_hash, rolled_back_line
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .file import archives
+    from .log import (
+        DEFAULT_MAX_BYTES,
+        DEPLOYER,
+        MAX_BYTES_ENV,
+        AuditLog,
+        encode_lines,
+        max_bytes_from_env,
+        telemetry_enabled,
+    )
+    from .text import line_hash, rolled_back_line
+
+#: Where each name lives.  Speed: loaded on first use (PEP 562), so that the
+#: action names (``rotifer.memory.audit.actions``, vocabulary the storage
+#: room uses) come without the log's writing machinery: ``rotifer agent
+#: list`` imports none of it (tests/cli/test_startup_imports.py).
+_HOMES = {"archives": ".file", "DEFAULT_MAX_BYTES": ".log", "DEPLOYER": ".log",
+          "MAX_BYTES_ENV": ".log", "AuditLog": ".log", "encode_lines": ".log",
+          "max_bytes_from_env": ".log", "telemetry_enabled": ".log", "line_hash": ".text",
+          "rolled_back_line": ".text"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEPLOYER", "MAX_BYTES_ENV", "AuditLog", "archives",
            "encode_lines", "line_hash", "max_bytes_from_env", "rolled_back_line",
