@@ -27,7 +27,7 @@ HOME = Path(rotifer.memory.__file__).parent
 #: The rooms, bottom first: a module belongs to the first prefix it has (a
 #: module's name relative to the package; "" is the package itself).
 ROOMS: list[tuple[str, tuple[str, ...]]] = [
-    ("vocabulary", ("errors", "clock", "keys", "model", "filters", "policy", "quota", "paging",
+    ("vocabulary", ("errors", "clock", "keys", "lazy", "model", "filters", "policy", "quota", "paging",
                     "context", "signals", "private", "audit.actions")),
     ("storage", ("storage",)),
     ("audit", ("audit",)),

@@ -20,7 +20,9 @@ those under ``TYPE_CHECKING`` too, and that there is no circle)::
                  context, signals, private; audit/actions (the action names)
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import loader
 
 if TYPE_CHECKING:
     from .audit import AuditLog, telemetry_enabled
@@ -86,15 +88,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(home, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = loader(__name__, _HOMES, globals())
 
 
 def __dir__() -> list[str]:

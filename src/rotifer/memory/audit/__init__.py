@@ -63,7 +63,9 @@ Action names (the ``action`` field, one constant each in :mod:`.actions`):
 =================  =========================================================
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import loader
 
 if TYPE_CHECKING:
     from .file import archives
@@ -88,15 +90,7 @@ _HOMES = {"archives": ".file", "DEFAULT_MAX_BYTES": ".log", "DEPLOYER": ".log",
           "rolled_back_line": ".text"}
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(home, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = loader(__name__, _HOMES, globals())
 
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEPLOYER", "MAX_BYTES_ENV", "AuditLog", "archives",
