@@ -27,7 +27,7 @@ FRAME = re.compile(r'File "([^"]*(?:/bin/rotifer|/rotifer/[^"]+\.py))", line \d+
 
 
 #: The console script's lines before it calls the entry function.
-SCRIPT_START = re.compile(r"^\s*(import \w+|from rotifer\.cli\.entry import main)?\s*$")
+SCRIPT_START = re.compile(r"^\s*(import \w+|from rotifer\.cli\.entry import (?:main|console))?\s*$")
 
 
 def _before_rotifer_runs(err: str) -> bool:
