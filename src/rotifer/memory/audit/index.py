@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 
 from ..clock import parse_time
 from ..storage.index_sql import IndexRow
-from .file import archives, current_number
+from .file import archives, current_number, last_line
 from .places import Placed, Places
 
 
@@ -292,8 +292,8 @@ class LineReader:
     def line_before(self, file_no: int, off: int) -> bytes | None:
         """The bytes (no newline) of the line just before the place ``file_no:off``
         in the log -- the last line of the file before when ``off`` is 0 -- or
-        ``None`` when that place starts the log.  Read backwards from there, a
-        block at a time (one small read for a line of usual length)."""
+        ``None`` when that place starts the log.  Read backwards from there as
+        the append reads the log's last line (:func:`.file.last_line`)."""
         if off == 0:
             earlier = [n for n in self._numbers() if n < file_no]
             if not earlier:
@@ -303,18 +303,13 @@ class LineReader:
             if off == 0:
                 raise IndexStale(f"file {file_no} of the log is empty")
         fd = self._fd(file_no)
-        end, step = off - 1, 1024
-        if os.pread(fd, 1, end) != b"\n":
+        if os.pread(fd, 1, off - 1) != b"\n":
             raise IndexStale(f"no line ends before {file_no}:{off}")
-        while True:
-            start = max(0, end - step)
-            data = os.pread(fd, end - start, start)
+        raw = last_line(fd, off)  # the file's first ``off`` bytes end in that line
+        if raw is not None:
             self.lines_read += 1
-            self.bytes_read += len(data)
-            cut = data.rfind(b"\n")
-            if cut >= 0 or start == 0:
-                return data[cut + 1:]
-            step *= 4
+            self.bytes_read += len(raw) + 1
+        return raw
 
     def _numbers(self) -> list[int]:
         """The numbers of the log's files, oldest first (the live file's last)."""
