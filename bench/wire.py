@@ -6,10 +6,12 @@ After the startup packets (``SSLRequest``/``GSSENCRequest``, answered ``N``
 by our server, then the ``StartupMessage``), every frontend message is a type
 byte and a length.  Counted:
 
-- **round trips**: ``Q`` (a simple query) and ``S`` (``Sync``, which ends an
-  extended-protocol exchange): the client then waits for ``ReadyForQuery``.
-  psycopg without a pipeline sends one per ``execute``, plus one when it first
-  prepares a statement;
+- **round trips**: ``Q`` (a simple query), ``S`` (``Sync``, which ends an
+  extended-protocol exchange: the client then waits for ``ReadyForQuery``) and
+  ``H`` (``Flush``: the server answers what it has run so far, and the client
+  waits for it -- rotifer's first round trip of a change).  psycopg without a
+  pipeline sends one per ``execute``, plus one when it first prepares a
+  statement;
 - **statements**: ``E`` (``Execute``) messages, and the statements of each ``Q``
   (its text split at ``;``: rotifer's SQL has no ``;`` inside literals).
 
@@ -50,7 +52,7 @@ class Relay:
         """(round trips, statements, SQL texts so far)."""
         with self.lock:
             m = self.messages
-            return m["Q"] + m["S"], m["Q;"] + m["E"], len(self.texts)
+            return m["Q"] + m["S"] + m["H"], m["Q;"] + m["E"], len(self.texts)
 
     def close(self) -> None:
         for s in self.sockets:
@@ -107,7 +109,7 @@ class Relay:
 
     def _count(self, kind: str, body: bytes) -> None:
         with self.lock:
-            trips = self.messages["Q"] + self.messages["S"]
+            trips = self.messages["Q"] + self.messages["S"] + self.messages["H"]
             self.messages[kind] += 1
             if kind == "Q":
                 text = body.rstrip(b"\0").decode(errors="replace")

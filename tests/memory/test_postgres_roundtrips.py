@@ -25,7 +25,8 @@ from rotifer.memory.audit.verify import verify_agent
 from rotifer.memory.engine.changes import Change
 from rotifer.memory.model import UNSET, Category, MemoryEntry
 from rotifer.memory.storage.backend import AgentRecord, Transaction
-from rotifer.memory.storage.postgres.transaction import PUT_SQL, folded
+from rotifer.memory.storage.postgres.folding import folded
+from rotifer.memory.storage.postgres.transaction import PUT_SQL
 
 from .conftest import StoreFactory
 from .helpers import audit_lines, gene_id

@@ -41,6 +41,10 @@ REPLAY_DELAY_SQL = ("SELECT CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_re
                     "END")
 
 
+#: How a change begins when it must say so (see ``PostgresBackend._open_on``).
+WRITE_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+
 class PostgresBackend(Backend):
     """PostgreSQL behind the backend interface; safe across threads and processes.
 
@@ -172,18 +176,27 @@ class PostgresBackend(Backend):
         return schema.advisory_key(self.schema, agent_id)
 
     def _open_on(self, conn: Connection, statement: str, agent_id: str | None,
-                 first: Statement | None) -> tuple[str | None, Result | None]:
+                 first: Statement | None, implicit: bool = False
+                 ) -> tuple[str | None, Result | None]:
         """BEGIN, this deployment's ``SET LOCAL``s, the agent's row lock and
         ``first``, in one pipeline: one round trip.  ``first`` runs after the
         lock was granted, in a snapshot of its own (READ COMMITTED), so it sees
-        everything the agent's previous holder committed."""
+        everything the agent's previous holder committed.
+
+        ``implicit``: no ``BEGIN`` -- the round trip ends with a ``Flush``
+        instead of a ``Sync``, so the lock and ``first`` open the extended
+        protocol's implicit transaction, which the ``Sync`` of the commit
+        ends (see :mod:`.pipeline`).  At the session's
+        ``default_transaction_isolation``, which every connection sets to READ
+        COMMITTED when it opens (:meth:`.settings.Settings.settings_statements`)."""
         lock = agent_id is not None and storable(agent_id)
-        statements: list[Statement] = [(statement, None), *self._local]
+        statements: list[Statement] = [] if implicit else [(statement, None), *self._local]
         if lock:
             statements.append((LOCK_AGENT_SQL, (agent_id,)))
         if first is not None:
             statements.append(first)
-        cursors = pipelined(conn, statements)
+        sync = not implicit
+        cursors = pipelined(conn, statements, sync=sync)
         cur = cursors[-1] if first is not None else None
         if not lock:
             return None, cur
@@ -194,12 +207,12 @@ class PostgresBackend(Backend):
         # again (and run ``first`` again) -- one more round trip.
         again = pipelined(conn, [
             ("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(agent_id),)),
-            (LOCK_AGENT_SQL, (agent_id,)), *([first] if first is not None else [])])
+            (LOCK_AGENT_SQL, (agent_id,)), *([first] if first is not None else [])], sync=sync)
         found = again[1].fetchone() is not None
         return (agent_id if found else None), (again[2] if first is not None else None)
 
     def _begin(self, statement: str, agent_id: str | None, deadline: float | None = None,
-               first: Statement | None = None
+               first: Statement | None = None, implicit: bool = False
                ) -> tuple[Connection, str | None, Result | None]:
         """Begin a transaction, lock the agent and run ``first``, retrying what is
         safe to retry (nothing has been written yet)."""
@@ -208,7 +221,7 @@ class PostgresBackend(Backend):
         for attempt in range(BEGIN_ATTEMPTS):
             conn = self.connections.take(deadline)
             try:
-                return (conn, *self._open_on(conn, statement, agent_id, first))
+                return (conn, *self._open_on(conn, statement, agent_id, first, implicit))
             except psycopg.Error as exc:
                 again = retryable(exc, conn) and attempt + 1 < BEGIN_ATTEMPTS
                 error = self._failed(conn, exc, "memory store failed")
@@ -257,8 +270,11 @@ class PostgresBackend(Backend):
             tx = PostgresTransaction(conn, self._watch(conn))
         else:
             deadline = self._deadline()
+            # A change needs no BEGIN (see _open_on), unless a pooler's SET LOCALs
+            # need a transaction block (they are no-ops outside one).
+            implicit = statement == WRITE_BEGIN and not self._local
             tx = PostgresTransaction(None, opener=lambda first: self._begin(
-                statement, agent_id, deadline, first))
+                statement, agent_id, deadline, first, implicit), implicit=implicit)
         watch = tx.watch
         try:
             yield tx
@@ -271,7 +287,10 @@ class PostgresBackend(Backend):
                 watch[0]()  # the rollback is bounded too
             if isinstance(exc, psycopg.Error | UnicodeEncodeError):
                 raise self._failed(conn, exc, "memory store failed") from exc
-            self.connections.rollback(conn)
+            if tx.implicit:
+                tx.rollback()
+            else:
+                self.connections.rollback(conn)
             if self.connections.give_back(conn) and isinstance(exc, AgentMemoryError):
                 raise self.connections.timed_out() from exc
             raise
@@ -313,7 +332,7 @@ class PostgresBackend(Backend):
 
     @contextmanager
     def write(self, agent_id: str | None) -> Iterator[PostgresTransaction]:
-        with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED", agent_id) as tx:
+        with self._transaction(WRITE_BEGIN, agent_id) as tx:
             yield tx
 
     @staticmethod

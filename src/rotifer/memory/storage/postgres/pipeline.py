@@ -19,6 +19,17 @@ by the same adapters.  A statement that fails raises the error psycopg would
 was drained: the connection is idle again, its transaction aborted, as after a
 failed psycopg pipeline.
 
+A round trip ends with a ``Sync`` (which commits an implicit transaction and
+makes the connection idle again) or, with ``sync=False``, with a ``Flush``:
+the server answers what it has run and waits for more, **inside the same
+implicit transaction** -- the extended protocol's statements up to a ``Sync``
+are one transaction without any ``BEGIN``.  A write uses that (see
+:mod:`.transaction`): its first round trip ends with a ``Flush``, its last
+with the ``Sync`` that commits, so it sends neither ``BEGIN`` nor ``COMMIT``.
+Between the two the connection stays in pipeline mode, so nothing else can
+take it for idle (:meth:`~.connection.Connections.give_back` discards a
+connection left so).
+
 Prepared statements follow psycopg's rule and limit on the connection: a
 statement is prepared on its ``prepare_threshold``-th use (5), at most
 :data:`MAX_PREPARED` per connection, and never when the connection was made
@@ -121,12 +132,15 @@ def _to_pg(sql: str) -> bytes:
     return _PLACEHOLDER.sub(number, sql).encode()
 
 
-def pipelined(conn: Connection, statements: Sequence[Statement]) -> list[Result]:
-    """Send ``statements`` in order and wait once: one round trip (one ``Sync``),
-    written to the socket at once.
+def pipelined(conn: Connection, statements: Sequence[Statement], *, sync: bool = True
+              ) -> list[Result]:
+    """Send ``statements`` in order and wait once: one round trip (one ``Sync``,
+    or with ``sync=False`` one ``Flush``), written to the socket at once.
 
     The first that fails raises (the server skips the rest), and an open
-    transaction is then aborted: nothing after the failure ran."""
+    transaction is then aborted: nothing after the failure ran.  After a
+    ``Flush`` the connection is still in pipeline mode and its transaction
+    open (aborted, after a failure) until a round trip ends with a ``Sync``."""
     session = _SESSIONS.get(conn)
     if session is None:
         session = _SESSIONS[conn] = _Session(conn)
@@ -168,9 +182,12 @@ def pipelined(conn: Connection, statements: Sequence[Statement]) -> list[Result]
         else:
             pgconn.send_query_params(query, params_out, types or None, formats, _BINARY)
         expected.append((i, None))
-    pgconn.pipeline_sync()
+    if sync:
+        pgconn.pipeline_sync()
+    else:
+        pgconn.send_flush_request()
     _send(pgconn)
-    return _receive(conn, session, expected)
+    return _receive(conn, session, expected, sync)
 
 
 def _send(pgconn: pq.abc.PGconn) -> None:
@@ -182,10 +199,11 @@ def _send(pgconn: pq.abc.PGconn) -> None:
 
 
 def _receive(conn: Connection, session: _Session,
-             expected: list[tuple[int, tuple[bytes, tuple[int, ...]] | None]]
-             ) -> list[Result]:
-    """Each statement's result, in order, up to the ``Sync``; the first error
-    raised once all of them are in."""
+             expected: list[tuple[int, tuple[bytes, tuple[int, ...]] | None]],
+             sync: bool = True) -> list[Result]:
+    """Each statement's result, in order, up to the ``Sync`` (or, without one,
+    the end of the last statement's results); the first error raised once all
+    of them are in."""
     pgconn = conn.pgconn
     fd = pgconn.socket
     results: list[Result] = []
@@ -209,6 +227,8 @@ def _receive(conn: Connection, session: _Session,
         if res is None:
             if pgconn.status == pq.ConnStatus.BAD:
                 raise _lost(pgconn, error)
+            if not sync and at == len(expected):
+                break  # the last statement's results have ended: no Sync to wait for
             nones += 1
             continue
         nones = 0
@@ -229,7 +249,8 @@ def _receive(conn: Connection, session: _Session,
                 f"unexpected result in a pipeline: {pq.ExecStatus(status).name}")
         if which >= 0:
             results.append(Result(res, session.transformer))
-    pgconn.exit_pipeline_mode()
+    if sync:
+        pgconn.exit_pipeline_mode()
     if error is not None:
         raise psycopg.errors.error_from_result(error, encoding=conn.info.encoding)
     return results

@@ -148,6 +148,12 @@ class Settings:
     def settings_statements(self, scope: str) -> list[str]:
         """``SET`` (scope ``""``) or ``SET LOCAL`` statements for our settings, one each."""
         parts = [f"SET {scope}statement_timeout = {self.statement_timeout_ms}"]
+        if not scope:
+            # A change begun without BEGIN (backend.py, _open_on) runs at the
+            # session's default level, and its lookup must see what the lock's
+            # previous holder committed: READ COMMITTED, whatever the server,
+            # database or role would make the default.
+            parts.append("SET default_transaction_isolation = 'read committed'")
         if self.lock_timeout_ms is not None:
             parts.append(f"SET {scope}lock_timeout = "
                          f"{min(self.lock_timeout_ms, self.statement_timeout_ms)}")

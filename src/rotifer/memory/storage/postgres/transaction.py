@@ -4,11 +4,16 @@ and when each statement goes out.
 Round trips, not statements, are what a memory call pays for (a write was six
 of them).  So a transaction here sends as little as it can on its own:
 
-* **It begins with its first statement.**  ``BEGIN``, the ``SET LOCAL``s a
-  transaction-mode pooler needs, the agent's row lock and that first statement
-  go out together as one pipeline (:mod:`.pipeline`: each a statement of its
-  own, with binary parameters and results, prepared where allowed, all written
-  at once) and cost one round trip.  Each statement after the lock takes a fresh snapshot
+* **It begins with its first statement.**  The agent's row lock and that
+  first statement go out together as one pipeline (:mod:`.pipeline`: each a
+  statement of its own, with binary parameters and results, prepared where
+  allowed, all written at once) and cost one round trip.  A change sends no
+  ``BEGIN``: that round trip ends with a ``Flush``, not a ``Sync``, which
+  opens the protocol's implicit transaction, and the ``Sync`` of its last
+  round trip commits it (:attr:`PostgresTransaction.implicit`).  Behind a
+  transaction-mode pooler, and for reads and long-running transactions,
+  ``BEGIN`` (with the pooler's ``SET LOCAL``s) goes first in that round trip
+  instead.  Each statement after the lock takes a fresh snapshot
   (READ COMMITTED), so what the lookup returns is what the agent's last
   committer left -- never a row read before the lock wait ended.  Opening,
   and retrying that first round trip, is the backend's :class:`Opener`.
@@ -20,9 +25,9 @@ of them).  So a transaction here sends as little as it can on its own:
   the whole pipeline: the transaction is rolled back, nothing is half written,
   and the store settles the change (``rolled_back``) as for a failed commit.
   Queued writes to distinct tables travel as **one statement**
-  (:func:`folded`: ``WITH w0 AS (upsert), w1 AS (audit row), ... UPDATE
-  counters``), so a write's second round trip is that statement and
-  ``COMMIT``: the client's and the server's work is per statement.
+  (:func:`~.folding.folded`: ``WITH w0 AS (upsert), w1 AS (audit row), ...
+  UPDATE counters``), so a write's second round trip is that statement and
+  the ``Sync`` that commits it: three statements in all.
   Only a transaction that holds the agent's row lock defers (then the counter
   update cannot miss its row), and a long-running one (a move, an import)
   never does: its statements go out one by one, each bounded.
@@ -31,9 +36,8 @@ of them).  So a transaction here sends as little as it can on its own:
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Iterator, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Iterator
+from contextlib import suppress
 from typing import Any, Final, Protocol
 
 import psycopg
@@ -45,6 +49,7 @@ from ..backend import AgentRecord, Brief, Row
 from ..index_sql import ENTRY_COLUMNS, IndexRow, IndexSql
 from ..sql_text import AGENT_COLUMNS, ROW_COLUMNS, put_sql
 from ..sql_transaction import LOOKUP_EXPIRY_AT, SqlTransaction, Statements
+from .folding import folded
 from .pipeline import Params, Result, Statement, pipelined
 from .rows import make_row, row_params, storable
 
@@ -96,61 +101,6 @@ TOUCH_IF_SQL: Final = (
     "AND EXISTS (SELECT 1 FROM memory_agents WHERE agent_id = %s FOR KEY SHARE)")
 
 
-#: The table a queued write changes: every queued statement starts with one of these.
-_WRITE_TARGET: Final = re.compile(r"(?:INSERT INTO|UPDATE|DELETE FROM) (\w+)")
-
-
-@lru_cache(maxsize=64)
-def _target(sql: str) -> str:
-    m = _WRITE_TARGET.match(sql)
-    assert m is not None, f"not a queued write: {sql[:40]}"
-    return m[1]
-
-
-@lru_cache(maxsize=64)
-def _with(texts: tuple[str, ...]) -> str:
-    *first, last = texts
-    return "WITH " + ", ".join(f"w{i} AS ({t})" for i, t in enumerate(first)) + " " + last
-
-
-def folded(queue: Sequence[Statement]) -> list[Statement]:
-    """Queued writes as few statements as they can be: each run of writes to
-    distinct tables becomes one data-modifying ``WITH`` (the upsert, the audit
-    rows, the index rows and the counters of a change: one statement).
-
-    The same effects as running them in order: the sub-statements of a
-    ``WITH`` share one snapshot and none sees another's changes, which only
-    matters when two of them touch one table -- so a write to a table already
-    in the run starts the next statement -- or when one reads a table another
-    changes, which no queued write does (each changes its own table by key, or
-    inserts given values).  Foreign keys are checked at the statement's end,
-    after all of it; any sub-statement failing fails the statement, as one
-    failing in a pipeline ends it."""
-    out: list[Statement] = []
-    run: list[Statement] = []
-    tables: set[str] = set()
-    for statement in queue:
-        table = _target(statement[0])
-        if table in tables:
-            out.append(_fold(run))
-            run, tables = [], set()
-        run.append(statement)
-        tables.add(table)
-    if run:
-        out.append(_fold(run))
-    return out
-
-
-def _fold(run: list[Statement]) -> Statement:
-    if len(run) == 1:
-        return run[0]
-    params: tuple[Any, ...] = ()
-    for _, p in run:
-        if p:
-            params += p
-    return _with(tuple(sql for sql, _ in run)), params
-
-
 class Opener(Protocol):
     """How a lazily begun transaction gets its connection (see :mod:`.backend`):
     begin, lock the agent if any, then run ``first`` (if given) -- one round
@@ -169,7 +119,7 @@ class PostgresTransaction(SqlTransaction):
     transaction with it); ``locked`` names the agent whose row this
     transaction holds, once it holds it."""
 
-    __slots__ = ("_opener", "_queue", "_watch", "conn", "locked")
+    __slots__ = ("_opener", "_queue", "_watch", "conn", "implicit", "locked")
 
     sql = Statements.using("%s")
     index_sql = IndexSql.using("%s")
@@ -180,8 +130,12 @@ class PostgresTransaction(SqlTransaction):
 
     def __init__(self, conn: Connection | None,
                  watch: tuple[Callable[[], None], Callable[[], None]] | None = None,
-                 opener: Opener | None = None) -> None:
+                 opener: Opener | None = None, *, implicit: bool = False) -> None:
         self.conn = conn
+        #: Begun without ``BEGIN`` (see :mod:`.pipeline`): every round trip but
+        #: the last ends with a ``Flush``, and the ``Sync`` of :meth:`commit`
+        #: commits -- or that of :meth:`rollback` after ``ROLLBACK``.
+        self.implicit = implicit
         #: For a long-running transaction: (start, stop) watching one statement.
         self._watch = watch
         self._opener = opener
@@ -206,10 +160,11 @@ class PostgresTransaction(SqlTransaction):
             if cur is not None:
                 return cur
             assert self.conn is not None
+        sync = not self.implicit
         if not self._queue:
-            return pipelined(self.conn, [(sql, params)])[0]
+            return pipelined(self.conn, [(sql, params)], sync=sync)[0]
         queue, self._queue = self._queue, []
-        return pipelined(self.conn, [*folded(queue), (sql, params)])[-1]
+        return pipelined(self.conn, [*folded(queue), (sql, params)], sync=sync)[-1]
 
     def _watched(self, sql: str, params: Params, read: bool) -> Result:
         """:meth:`_send`, and in a long-running transaction with the one
@@ -245,13 +200,30 @@ class PostgresTransaction(SqlTransaction):
         """Send what is queued (one round trip)."""
         if self._queue and self.conn is not None:
             queue, self._queue = self._queue, []
-            pipelined(self.conn, folded(queue))
+            pipelined(self.conn, folded(queue), sync=not self.implicit)
 
     def commit(self) -> None:
-        """Send what is queued (:func:`folded`) and ``COMMIT``, in one round trip."""
+        """Send what is queued (:func:`folded`) and ``COMMIT`` -- or, begun
+        without ``BEGIN``, the ``Sync`` that commits -- in one round trip."""
         assert self.conn is not None
         queue, self._queue = self._queue, []
-        pipelined(self.conn, [*folded(queue), ("COMMIT", None)])
+        if self.implicit:
+            pipelined(self.conn, folded(queue))
+        else:
+            pipelined(self.conn, [*folded(queue), ("COMMIT", None)])
+
+    def rollback(self) -> None:
+        """End a transaction begun without ``BEGIN`` with nothing of it kept:
+        ``ROLLBACK`` and the ``Sync`` (one round trip; the server warns that
+        no transaction block is open, and rolls the implicit one back).  A
+        connection this fails on is closed, never reused."""
+        assert self.conn is not None and self.implicit
+        self._queue = []
+        try:
+            pipelined(self.conn, [("ROLLBACK", None)])
+        except psycopg.Error:
+            with suppress(Exception):
+                self.conn.close()
 
     def discard_queued(self) -> None:
         """Forget what is queued (the transaction is being rolled back)."""
