@@ -200,3 +200,16 @@ def test_a_connection_ended_under_a_round_trip_raises_and_is_closed(
     finally:
         killer.join()
     assert conn.closed and conn.broken
+
+
+def test_answers_the_round_trip_did_not_ask_for_end_the_connection(
+        conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+    """More results than the round trip sent statements (a connection whose
+    protocol state is confused -- seen behind pgbouncer while its server was
+    killed and restarted) is a lost connection: closed and an
+    ``OperationalError``, never an ``IndexError`` or someone else's rows."""
+    conn.pgconn.enter_pipeline_mode()
+    conn.pgconn.send_query_params(b"SELECT 'not asked for'", None)  # no Sync of its own
+    with pytest.raises(psycopg.OperationalError, match="more answers"):
+        pipelined(conn, [("SELECT %s::text", ("asked for",))])
+    assert conn.closed

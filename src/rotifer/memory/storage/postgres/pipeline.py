@@ -235,6 +235,14 @@ def _receive(conn: Connection, session: _Session,
         status = res.status
         if status == _SYNC:
             break
+        if at == len(expected):
+            # An answer to nothing this round trip sent: the connection's
+            # protocol state is lost (seen behind pgbouncer while its server was
+            # killed), and every later answer would be misread.
+            conn.close()
+            raise psycopg.OperationalError(
+                "the server sent more answers than the round trip had statements; "
+                "the connection was closed")
         which, prepares = expected[at]
         at += 1
         if status in _ERROR:
