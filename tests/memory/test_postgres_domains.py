@@ -112,7 +112,7 @@ def test_a_bad_category_scope_or_share_policy_is_refused_by_the_server(made: str
     with psycopg.connect(made, autocommit=True) as conn:
         conn.execute(INSERT, GOOD)
         for column, bad in BAD.items():
-            domain = pg_schema.DOMAIN_COLUMNS[column]
+            domain = pg_schema.DOMAIN_COLUMNS["memory_entries"][column]
             _refused(conn, INSERT, {**GOOD, "key": "new", column: bad}, domain)
             _refused(conn, UPSERT, {**GOOD, column: bad}, domain)
             _refused(conn, f"UPDATE memory_entries SET {column} = %(bad)s "  # type: ignore[arg-type]
@@ -122,7 +122,7 @@ def test_a_bad_category_scope_or_share_policy_is_refused_by_the_server(made: str
                             ).fetchall() == [("CONTEXT", "SAME_DOMAIN", "SAME_DOMAIN", "PRIVATE")]
         # The test bites: without the domains' CHECKs (and with no table CHECK
         # left behind them) the same values are stored.
-        for domain in pg_schema.DOMAINS:
+        for domain in ENTRY_DOMAINS:
             conn.execute(f"ALTER DOMAIN {domain} DROP CONSTRAINT {domain}_check")  # type: ignore[arg-type]
         for column, bad in BAD.items():
             conn.execute(f"UPDATE memory_entries SET {column} = %(bad)s "  # type: ignore[arg-type]
@@ -135,10 +135,45 @@ def test_a_bad_category_scope_or_share_policy_is_refused_by_the_server(made: str
                                              ("SECRET", "SAME_DOMAIN", "SAME_DOMAIN", "PRIVATE")]
 
 
+ENTRY_DOMAINS = ("memory_category", "memory_scope", "memory_share_policy")
+AGENT = ("INSERT INTO memory_agents (agent_id, quota_bytes, anonymization_supported, "
+         "used_bytes, next_seq) VALUES (%(agent_id)s, %(quota)s, false, %(used)s, 1)")
+
+
+def test_a_quota_or_byte_total_out_of_range_is_refused_by_the_server(made: str) -> None:
+    """``memory_agents``: a quota above 0, a byte total from 0 up to the quota."""
+    with psycopg.connect(made, autocommit=True) as conn:
+        _refused(conn, AGENT, {"agent_id": "x", "quota": 0, "used": 0}, "memory_quota_bytes")
+        _refused(conn, AGENT, {"agent_id": "x", "quota": -5, "used": 0}, "memory_quota_bytes")
+        _refused(conn, AGENT, {"agent_id": "x", "quota": 10, "used": -1}, "memory_used_bytes")
+        conn.execute(AGENT, {"agent_id": "x", "quota": 10, "used": 3})
+        _refused(conn, "UPDATE memory_agents SET used_bytes = %(v)s WHERE agent_id = 'x'",
+                 {"v": -1}, "memory_used_bytes")
+        _refused(conn, "UPDATE memory_agents SET used_bytes = used_bytes - 4 "
+                 "WHERE agent_id = 'x'", {}, "memory_used_bytes")
+        _refused(conn, "UPDATE memory_agents SET quota_bytes = %(v)s WHERE agent_id = 'x'",
+                 {"v": 0}, "memory_quota_bytes")
+        with pytest.raises(pg_errors.CheckViolation) as info:  # the table's own CHECK
+            conn.execute("UPDATE memory_agents SET used_bytes = 11 WHERE agent_id = 'x'")
+        assert info.value.diag.constraint_name == "memory_agents_check"
+        assert conn.execute("SELECT quota_bytes, used_bytes FROM memory_agents "
+                            "WHERE agent_id = 'x'").fetchone() == (10, 3)
+        # The test bites: without the domains' CHECKs the same values are stored.
+        for domain in ("memory_quota_bytes", "memory_used_bytes"):
+            conn.execute(f"ALTER DOMAIN {domain} DROP CONSTRAINT {domain}_check")  # type: ignore[arg-type]
+        conn.execute(AGENT, {"agent_id": "y", "quota": 0, "used": 0})
+        conn.execute("UPDATE memory_agents SET used_bytes = -1 WHERE agent_id = 'x'")
+        assert conn.execute("SELECT agent_id, quota_bytes, used_bytes FROM memory_agents "
+                            "WHERE agent_id IN ('x', 'y') ORDER BY 1"
+                            ).fetchall() == [("x", 10, -1), ("y", 0, 0)]
+
+
 CATALOG_SQL = """
-SELECT 'column', attname, format_type(atttypid, atttypmod) || ' ' || attnotnull::text
+SELECT 'column', attrelid::regclass::text || '.' || attname,
+       format_type(atttypid, atttypmod) || ' ' || attnotnull::text
   FROM pg_attribute
- WHERE attrelid = 'memory_entries'::regclass AND attnum > 0 AND NOT attisdropped
+ WHERE attrelid IN ('memory_entries'::regclass, 'memory_agents'::regclass)
+   AND attnum > 0 AND NOT attisdropped
 UNION ALL
 SELECT 'check', CASE WHEN conrelid <> 0 THEN conrelid::regclass::text
                       ELSE contypid::regtype::text END || '.' || conname,
@@ -149,6 +184,10 @@ UNION ALL
 SELECT 'index', indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()
  ORDER BY 1, 2
 """
+
+
+DOMAIN_COLUMN_NAMES = [f"{table}.{column}" for table, columns in pg_schema.DOMAIN_COLUMNS.items()
+                       for column in columns]
 
 
 def _catalog(url: str) -> list[tuple[str, str, str]]:
@@ -173,25 +212,33 @@ def test_a_fresh_and_an_upgraded_database_end_the_same(pg_schemas: Any) -> None:
         pg_schemas.drop(old)
     checks = {name: text for kind, name, text in made if kind == "check"}
     columns = {name: text for kind, name, text in made if kind == "column"}
-    # The four columns are domains; their table CHECKs are gone; the agents' stay.
-    assert {c: columns[c] for c in BAD} == {
-        "category": "memory_category true", "read_scope": "memory_scope true",
-        "write_scope": "memory_scope true", "share_policy": "memory_share_policy true"}
+    # The six columns are domains; their table CHECKs are gone; the agents'
+    # used_bytes <= quota_bytes stays.
+    assert {c: columns[c] for c in DOMAIN_COLUMN_NAMES} == {
+        "memory_entries.category": "memory_category true",
+        "memory_entries.read_scope": "memory_scope true",
+        "memory_entries.write_scope": "memory_scope true",
+        "memory_entries.share_policy": "memory_share_policy true",
+        "memory_agents.quota_bytes": "memory_quota_bytes true",
+        "memory_agents.used_bytes": "memory_used_bytes true"}
+    assert columns["memory_entries.key"] == 'text true'  # and the rest as they were
     assert not [name for name in checks if name.startswith("memory_entries.")]
     assert checks["memory_category.memory_category_check"] == (
         "CHECK ((VALUE = ANY (ARRAY['PREFERENCE'::text, 'PATTERN'::text, 'CONTEXT'::text, "
         "'CACHE'::text]))) true")
-    assert {name for name in checks if name.startswith("memory_agents.")} == {
-        "memory_agents.memory_agents_check", "memory_agents.memory_agents_quota_bytes_check",
-        "memory_agents.memory_agents_used_bytes_check"}
+    assert checks["memory_used_bytes.memory_used_bytes_check"] == "CHECK ((VALUE >= 0)) true"
+    assert {name: text for name, text in checks.items() if name.startswith("memory_agents.")
+            } == {"memory_agents.memory_agents_check": "CHECK (((used_bytes)::bigint <= "
+                  "(quota_bytes)::bigint)) true"}
 
 
 FILES_SQL = """
 SELECT c.relname, c.relfilenode FROM pg_class c
  WHERE c.relnamespace = current_schema()::regnamespace
-   AND c.relname LIKE 'memory\\_entries%' ORDER BY 1
+   AND (c.relname LIKE 'memory\\_entries%' OR c.relname LIKE 'memory\\_agents%') ORDER BY 1
 """
 ROWS_SQL = f"SELECT {COLUMNS} FROM memory_entries ORDER BY agent_id, key"
+AGENTS_SQL = "SELECT * FROM memory_agents ORDER BY agent_id"
 
 
 def test_an_upgrade_from_step_6_keeps_every_row_and_rewrites_nothing(pg_fresh_url: str
@@ -199,8 +246,9 @@ def test_an_upgrade_from_step_6_keeps_every_row_and_rewrites_nothing(pg_fresh_ur
     make_step_6(pg_fresh_url)
     with psycopg.connect(pg_fresh_url) as conn:
         rows = conn.execute(ROWS_SQL).fetchall()
+        agents = conn.execute(AGENTS_SQL).fetchall()
         files = conn.execute(FILES_SQL).fetchall()
-    assert len(rows) == ENTRIES
+    assert len(rows) == ENTRIES and len(agents) == 1
     assert {name for name, _ in files} >= {"memory_entries", "memory_entries_pkey",
                                            "memory_entries_cleanup", "memory_entries_recent",
                                            "memory_entries_expiry"}
@@ -208,6 +256,7 @@ def test_an_upgrade_from_step_6_keeps_every_row_and_rewrites_nothing(pg_fresh_ur
     with psycopg.connect(pg_fresh_url) as conn:
         assert _version(conn) == pg_schema.SCHEMA_VERSION
         assert conn.execute(ROWS_SQL).fetchall() == rows
+        assert conn.execute(AGENTS_SQL).fetchall() == agents
         # The same files: neither the table nor any of its indexes was rewritten
         # (a rewrite gives a relation a new relfilenode).
         assert conn.execute(FILES_SQL).fetchall() == files
