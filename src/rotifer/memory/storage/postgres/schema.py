@@ -12,6 +12,11 @@ The schema is built by numbered steps, :data:`STEPS`: step *n* takes a
 database at version *n - 1* to version *n*.  A new version adds its step as
 the next entry; a database written by a newer rotifer (a higher version) is
 refused rather than guessed at.
+
+The last guard behind the store's rules is in the tables: a column's own
+``CHECK`` lives in a domain (step 7: the server keeps a domain's planned,
+where a table's ``CHECK`` is parsed and planned again in every statement);
+only ``used_bytes <= quota_bytes``, over two columns, is a table ``CHECK``.
 """
 
 from __future__ import annotations
@@ -221,8 +226,9 @@ def _step_7(conn: Connection) -> None:
     Speed: PostgreSQL reads a table CHECK's stored expression back, plans and
     compiles it in every statement that writes the table, while a domain's
     CHECK is kept planned in the type cache.  Measured with callgrind on the
-    server running a write's statements: the entries' four save 157k of 937k
-    instructions per write (17%), the agents' two another 22k.  Clients still
+    server running a write's statements: the entries' four save 158k of 949k
+    instructions per write (17%), the agents' two another 20k (see
+    docs/benchmarks.md, "the CHECKs as domains").  Clients still
     see text and integers (a row description names the base type).
 
     Without a rewrite of the tables or their indexes: the domains are made
