@@ -1,9 +1,10 @@
 """Schema step 7 (PostgreSQL): an entry's category, scopes and share policy are
-domains over text, whose CHECKs refuse what the table's CHECKs refused.
+domains over text, an agent's quota and byte total domains over bigint, whose
+CHECKs refuse what the tables' CHECKs refused.
 
 The CHECKs are the last guard behind the store's own rules: a bug that tried
-to store a category, scope or share policy the model does not know must fail
-at the server.  A table CHECK is re-read and planned in every statement that
+to store a category, scope or share policy the model does not know, a quota
+of 0 or a negative byte total, must fail at the server.  A table CHECK is re-read and planned in every statement that
 writes the table; a domain's CHECK is kept planned in the server's type cache
 (issue 33: that is what the step saves).  These tests read the server's own
 answers -- the refusals, the catalog, the files of the table -- on a database
@@ -19,7 +20,7 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
-from rotifer.memory import MemoryStore
+from rotifer.memory import AgentMemoryError, MemoryStore
 from rotifer.memory.model import AccessPolicy, Category, Scope, SharePolicy
 from rotifer.memory.storage.postgres import PostgresBackend
 from rotifer.memory.storage.postgres import schema as pg_schema
@@ -276,7 +277,7 @@ def test_a_step_6_database_holding_a_bad_value_is_not_upgraded(pg_fresh_url: str
         files = conn.execute(FILES_SQL).fetchall()
     code = code_of(lambda: MemoryStore.open(tmp_path / ".rotifer", url=pg_fresh_url))
     assert code.value == "MEMORY_STORAGE_ERROR"
-    with pytest.raises(Exception) as info:
+    with pytest.raises(AgentMemoryError) as info:
         PostgresBackend(pg_fresh_url)
     assert 'column "category" of table "memory_entries" contains values that violate' in str(
         info.value)
@@ -288,7 +289,8 @@ def test_a_step_6_database_holding_a_bad_value_is_not_upgraded(pg_fresh_url: str
         assert conn.execute(FILES_SQL).fetchall() == files
 
 
-def test_entries_read_back_as_the_same_text(made: str, tmp_path: Path) -> None:
+def test_entries_read_back_as_the_same_text(made: str, tmp_path: Path,
+                                           request: pytest.FixtureRequest) -> None:
     """Through the backend, the store and psycopg: the domains reach a client as
     text, so every value comes back as the str it was."""
     combos = [(c, Scope(list(Scope)[i % 4]), Scope(list(Scope)[(i + 1) % 4]),
@@ -322,14 +324,17 @@ def test_entries_read_back_as_the_same_text(made: str, tmp_path: Path) -> None:
         assert (again.category, again.access_policy) == (
             "PATTERN", AccessPolicy(Scope.ALL_GENES, Scope.CREATOR_GENE_ONLY,
                                     SharePolicy.PRIVATE))
-        everything = store.backend
-        with everything.read() as tx:
-            for key in ("e/0001", "e/0002", "e/0003"):
-                r_ = tx.get("bot", key)
-                if r_ is not None:  # the upgraded database's own entries
-                    assert isinstance(r_.category, Category)
-                    assert r_.category == ("PREFERENCE", "PATTERN", "CONTEXT", "CACHE")[
-                        int(key[2:]) % 4]
+        # The upgraded database's own entries, as FILL wrote them at step 6.
+        scopes = list(Scope)
+        with store.backend.read() as tx:
+            found = [tx.get("bot", f"e/{i:04}") for i in range(1, ENTRIES + 1)]
+    if request.node.callspec.params["made"] == "fresh":
+        assert found == [None] * ENTRIES
+        return
+    assert [(r_.category, r_.access) for r_ in found if r_ is not None] == [
+        (list(Category)[i % 4], AccessPolicy(scopes[i % 4], scopes[i // 4 % 4],
+                                             list(SharePolicy)[i % 3]))
+        for i in range(1, ENTRIES + 1)]
 
 
 def test_step_7_applied_again_changes_nothing(made: str) -> None:
