@@ -13,6 +13,7 @@ made fresh and on one upgraded from step 6 with entries in it.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from rotifer.memory.model import AccessPolicy, Category, Scope, SharePolicy
 from rotifer.memory.storage.postgres import PostgresBackend
 from rotifer.memory.storage.postgres import schema as pg_schema
 
-from .conftest import with_search_path
+from .conftest import with_rotifer_schema, with_search_path
 from .helpers import code_of, gene_id
 from .test_postgres_backend import row
 
@@ -374,3 +375,26 @@ def test_the_domains_are_the_schemas_own(pg_url: str, pg_schemas: Any) -> None:
     finally:
         pg_schemas.drop(mine)
         pg_schemas.drop(other)
+
+
+def test_a_schema_whose_name_needs_quotes(pg_url: str, pg_schemas: Any) -> None:
+    """``rotifer_schema=Memory_...``: the step finds its domains by the schema's
+    exact name (read as an identifier it would be lower case), made and made again."""
+    schema = "Memory_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')  # type: ignore[arg-type]
+    try:
+        url = with_rotifer_schema(pg_url, schema)
+        PostgresBackend(url).close()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f'UPDATE "{schema}".memory_meta SET value = \'6\'')  # type: ignore[arg-type]
+        PostgresBackend(url).close()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            assert conn.execute(f'SELECT value FROM "{schema}".memory_meta'  # type: ignore[arg-type]
+                                ).fetchone() == (str(pg_schema.SCHEMA_VERSION),)
+            assert conn.execute(
+                "SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+                "WHERE n.nspname = %s AND t.typtype = 'd'", (schema,)).fetchone() == (
+                    len(pg_schema.DOMAINS),)
+    finally:
+        pg_schemas.drop(schema)

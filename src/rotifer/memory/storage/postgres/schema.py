@@ -241,8 +241,9 @@ def _step_7(conn: Connection) -> None:
     The domains are made in the current schema, the tables' (a domain of the
     same name elsewhere on the search path is not this schema's)."""
     made = conn.execute(
-        "SELECT typname FROM pg_type WHERE typnamespace = current_schema()::regnamespace "
-        "AND typname = ANY(%s)", (list(DOMAINS),)).fetchall()
+        "SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+        "WHERE n.nspname = current_schema() AND t.typname = ANY(%s)",
+        (list(DOMAINS),)).fetchall()
     for name, (base, _check) in DOMAINS.items():
         if (name,) not in made:
             conn.execute(f"CREATE DOMAIN {name} AS {base}")
