@@ -176,10 +176,18 @@ def chain(bodies: Sequence[bytes], prev: str | None, digests: list[bytes] | None
     Each link is kept as the bytes it is spliced in as (``hexlify`` of the
     digest: no hex string made and encoded again), so a line costs its SHA-256
     and two concatenations; the SHA-256 is most of what is left."""
+    tail = b',"prev":null}' if prev is None else b',"prev":"' + prev.encode() + b'"}'
+    if len(bodies) == 1:  # one line (most changes'): no loop, no join (~6k instructions)
+        line = bodies[0][:-1] + tail
+        digest = sha256(line).digest()
+        if digests is not None:
+            digests.append(digest)
+        if lengths is not None:
+            lengths.append(len(line) + 1)
+        return line + b"\n", digest.hex()
     out: list[bytes] = []
     append = out.append
     keep = None if digests is None else digests.append
-    tail = b',"prev":null}' if prev is None else b',"prev":"' + prev.encode() + b'"}'
     link = None
     for body in bodies:
         line = body[:-1] + tail
