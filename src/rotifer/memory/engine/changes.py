@@ -116,7 +116,7 @@ class Change:
         now, agent, seq, epoch = self.now_us, self.agent_id, self.seq, self.epoch
         ts = format_time(now)
         who = actor if actor is not None else self.actor
-        cat = None if category is None else category.value
+        cat = None if category is None else _VALUES[category]  # not the enum's property
         eid = None if key is None or agent is None else entry_id(agent, key)
         if extra and not HEAD_FIELDS.isdisjoint(extra):
             raise ValueError(f"an audit line's extra fields repeat {sorted(HEAD_FIELDS & set(extra))}")
