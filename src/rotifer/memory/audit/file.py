@@ -340,9 +340,9 @@ class LogFile:
             known.appending(start, foreign)
         phantom = None if continues else phantom_line(mark, lines[0])
         agent, seq = lines[0].get("agent"), lines[0].get("seq")
-        if phantom is None and not continues and not prefix and start and stat.S_ISREG(info.st_mode) \
-                and isinstance(agent, str) and isinstance(seq, int) \
-                and (mark is None or mark[0] != agent):
+        if phantom is None and not continues and not prefix and start \
+                and (mark is None or mark[0] != agent) and stat.S_ISREG(info.st_mode) \
+                and isinstance(agent, str) and isinstance(seq, int):  # the cheap test first
             # The log's last line is not the agent's: its last numbered line may
             # still be a killed change of this number, further back (.pending).
             earlier = earlier_line(fd, start, agent, seq, known)
