@@ -44,9 +44,10 @@ victims_strategy = st.lists(st.tuples(st.text(min_size=1, max_size=6), st.intege
 def test_a_change_s_own_columns_are_rows_for_s(
         groups: list[tuple[list[tuple[str, int, Category]], bool]], epoch: str,
         line_first: bool) -> None:
-    """Lines of the change's own before, between and after its evictions take
-    rows_for's way; the evictions' take the columns made with them (a run per
-    category evicted): the same rows, of the same types."""
+    """Lines of the change's own before, between and after its evictions, and
+    the evictions' (a run per category evicted), all take the columns made with
+    them (a run of one per ``line``): the same rows as rows_for reads back from
+    the lines, of the same types."""
     change = Change("agent", 1_780_000_000_000_001, GENE, seq=7, epoch=epoch)
     if line_first:
         change.line("write", "before", Category.CACHE, 3)
@@ -57,7 +58,7 @@ def test_a_change_s_own_columns_are_rows_for_s(
             change.line("write", "new", Category.PREFERENCE, 9)
     places = placed_lines(change)
     placed = places.placed()
-    assert sum(len(run[2]) for run in change.index_runs) == sum(len(v) for v, _ in groups)
+    assert sum(len(run[2]) for run in change.index_runs) == len(change.lines)
     rows = rows_with("agent", places, change.index_runs)
     assert rows == rows_for("agent", placed)
     assert [type(v) for row in rows for v in row] == \
@@ -69,7 +70,27 @@ def test_no_columns_are_kept_without_a_change_number() -> None:
     so rows_for reads every line, as before."""
     change = Change("agent", 1_780_000_000_000_001, GENE)
     change.brief_lines("evict", [Brief("k", Category.CACHE, 3, 1, 1, GENE)])
+    change.line("write", "k", Category.CACHE, 3)
     assert change.index_runs == []
+
+
+@pytest.mark.parametrize(("key", "nbytes", "extra"), [
+    ("k", 3, {}), ("ü/k", 3, {"previousBytes": 2}),
+    (None, 0, {"operation": "write", "code": "X", "reason": "no"}),
+    ("k", True, {}), ("k", 3, {"epoch": "feedfeedfeed"}), ("k", 3, {"seq": 9}),
+])
+def test_a_line_s_own_columns_are_rows_for_s_or_none_are_kept(
+        key: str | None, nbytes: int, extra: dict[str, Any]) -> None:
+    """One ``line``'s row made with it is the row rows_for reads back from it (a
+    refusal's line has no key); a line whose fields are not what the change
+    itself would write (a bool for bytes, an epoch or a seq among the extra
+    fields) keeps no columns and takes rows_for's way."""
+    change = Change("agent", 1_780_000_000_000_001, GENE, seq=7, epoch="0123456789ab")
+    change.line("write", key, Category.CACHE, nbytes, **extra)
+    places = placed_lines(change)
+    assert len(change.index_runs) == (1 if nbytes.__class__ is int and not extra.keys()
+                                      & {"seq", "epoch"} else 0)
+    assert rows_with("agent", places, change.index_runs) == rows_for("agent", places.placed())
 
 
 @given(st.lists(st.text(max_size=12), max_size=20))

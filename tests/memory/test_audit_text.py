@@ -85,6 +85,18 @@ def test_head_fields_of_another_type_go_to_the_encoder() -> None:
          "actor": None, "bytes": 3, "entryId": None})
 
 
+
+@pytest.mark.parametrize("odd", [7, ["v2:x"], {"id": 1}])
+def test_an_actor_or_entry_id_of_another_type_goes_to_the_encoder(odd: Any) -> None:
+    """The actor and the entry id are quoted through a cache: one that is no
+    string (an unhashable one too) still goes to the encoder, as any field does."""
+    for actor, entry in ((odd, "e"), ("v2:a", odd)):
+        assert line_text("t", "a", "write", "k", "CACHE", actor, 3, entry, {}, 1) == \
+            ENCODER.encode({"ts": "t", "agent": "a", "action": "write", "key": "k",
+                            "category": "CACHE", "actor": actor, "bytes": 3, "entryId": entry,
+                            "seq": 1})
+
+
 @given(ts=texts, agent=texts, action=texts, actor=optional,
        shared=extras.filter(lambda d: "createdBy" not in d), seq=st.none() | st.integers(),
        key=texts, category=texts, nbytes=st.integers(), entry=texts, created_by=texts)

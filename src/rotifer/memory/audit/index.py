@@ -39,6 +39,7 @@ same answers.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -133,6 +134,11 @@ def rows_for(agent_id: str, placed: Placed) -> list[tuple[Any, ...]]:
     return out
 
 
+#: :func:`key_hash` of a string key or ``None`` (hashable: the cache takes no other),
+#: cached for the change that writes its line (a key is written again and again).
+str_key_hash = functools.lru_cache(maxsize=4096)(key_hash)
+
+
 #: :func:`key_hash`'s hash before any byte, copied for each key by :func:`key_hashes`.
 _KEY_HASHER = blake2b(digest_size=8)
 
@@ -164,10 +170,11 @@ def key_hashes(keys: Sequence[str]) -> list[int]:
 
 
 #: A run of a change's lines whose index columns the change made with them
-#: (``Change.brief_lines``): the first line's position among the lines
+#: (``Change.brief_lines``, ``Change.line``): the first line's position among the lines
 #: appended, the columns all of them share (seq, epoch, ts_us, action), and
 #: each line's key hash, category and bytes.
-IndexRun = tuple[int, tuple[int, str, int, str], Sequence[int], Sequence[str], Sequence[int]]
+IndexRun = tuple[int, tuple[int, str, int, str], Sequence[int | None], Sequence[str | None],
+                 Sequence[int]]
 
 
 def rows_with(agent_id: str, places: Places, runs: Sequence[IndexRun]
@@ -183,6 +190,11 @@ def rows_with(agent_id: str, places: Places, runs: Sequence[IndexRun]
         if start > at:
             out += rows_for(agent_id, places.placed(at, start))
         count = len(hashes)
+        if count == 1:  # one line (a write's): its row as one tuple, no zip of repeats
+            at = start + 1
+            out.append((agent_id, number, offsets[start], lengths[start], seq, epoch, ts_us,
+                        action, hashes[0], categories[0], sizes[0], digests[start]))
+            continue
         at = start + count
         out += zip(repeat(agent_id, count), repeat(number, count), offsets[start:at],
                    lengths[start:at], repeat(seq, count), repeat(epoch, count),

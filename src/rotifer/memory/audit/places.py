@@ -51,9 +51,11 @@ def place(placed: Placed | Places, lines: Sequence[Mapping[str, Any]], total: in
     tuples, or the columns of :class:`Places`, made with no Python step per line)."""
     if len(lengths) != len(lines) or len(digests) != len(lines) or sum(lengths) != total:
         raise ValueError("the lines placed are not the bytes written")
-    offsets = accumulate(lengths[:-1], initial=offset)
     if isinstance(placed, Places):
-        placed.lines, placed.number, placed.offsets = lines, number, list(offsets)
-        placed.lengths, placed.digests = lengths, digests
+        placed.lines, placed.number, placed.lengths, placed.digests = lines, number, lengths, digests
+        # One line (a write's): its offset as it is, no accumulate.
+        placed.offsets = [offset] if len(lengths) == 1 \
+            else list(accumulate(lengths[:-1], initial=offset))
         return
+    offsets = accumulate(lengths[:-1], initial=offset)
     placed += zip(lines, repeat(number, len(lines)), offsets, lengths, digests, strict=True)

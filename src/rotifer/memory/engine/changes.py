@@ -43,7 +43,7 @@ from typing import Any
 
 from ..audit import AuditLog, encode_lines, rolled_back_line
 from ..audit.actions import ACCESS_DENIED, QUOTA_EXCEEDED
-from ..audit.index import IndexRun, key_hashes, rows_for, rows_with
+from ..audit.index import IndexRun, key_hashes, rows_for, rows_with, str_key_hash
 from ..audit.places import Placed, Places
 from ..audit.text import HEAD, BriefTemplate, audit_line, line_text
 from ..clock import Clock, format_time
@@ -110,21 +110,32 @@ class Change:
 
     def line(self, action: str, key: str | None, category: Category | None, nbytes: int,
              actor: str | None = None, **extra: Any) -> dict[str, Any]:
-        """Record one audit line (and its JSON, made with it: see ``line_text``)."""
-        ts = format_time(self.now_us)
+        """Record one audit line (and its JSON, made with it: see ``line_text``),
+        and its history-index columns when they are the change's own (as
+        :meth:`brief_lines` does: see :func:`log_change`)."""
+        now, agent, seq, epoch = self.now_us, self.agent_id, self.seq, self.epoch
+        ts = format_time(now)
         who = actor if actor is not None else self.actor
-        cat = None if category is None else category.value
-        eid = None if key is None or self.agent_id is None else entry_id(self.agent_id, key)
+        cat = None if category is None else _VALUES[category]  # not the enum's property
+        eid = None if key is None or agent is None else entry_id(agent, key)
         if extra and not HEAD_FIELDS.isdisjoint(extra):
             raise ValueError(f"an audit line's extra fields repeat {sorted(HEAD_FIELDS & set(extra))}")
         context = AUDIT_CONTEXT.get()
         if context is not None and "context" not in extra:
             extra["context"] = context  # the run it was made for (memory/context.py)
-        entry = audit_line(ts, self.agent_id, action, key, cat, who, nbytes, eid, extra,
-                           self.seq, self.epoch)
+        entry = audit_line(ts, agent, action, key, cat, who, nbytes, eid, extra, seq, epoch)
         self.lines.append(entry)
-        self.texts.append(line_text(ts, self.agent_id, action, key, cat, who, nbytes, eid, extra,
-                                    self.seq, self.epoch))
+        self.texts.append(line_text(ts, agent, action, key, cat, who, nbytes, eid, extra,
+                                    seq, epoch))
+        if seq.__class__ is int and epoch.__class__ is str and nbytes.__class__ is int \
+                and agent.__class__ is str and 0 <= now < _YEAR_10000_US \
+                and (key is None or key.__class__ is str) \
+                and "seq" not in extra and "epoch" not in extra:
+            # The line's index row from the change's own fields, where rows_for
+            # would read each back from the dict (entry_of), the time parsed
+            # from ``ts`` again: what that gives back is ``now`` in this range.
+            self.index_runs.append((len(self.lines) - 1, (seq, epoch, now, action),
+                                    (str_key_hash(key),), (cat,), (nbytes,)))
         return entry
 
     def brief_lines(self, action: str, briefs: Sequence[Brief], actor: str | None = None,
@@ -195,7 +206,7 @@ def log_change(tx: Transaction, audit: AuditLog, agent_id: str, seq: int,
         else encode_lines(lines)
     tx.log_lines(agent_id, seq, encoded)
     # The index rows are committed with the anchor, or not at all.  A change that
-    # made its lines' columns with them (an eviction's) has its lines placed by
+    # made its lines' columns with them (an eviction's, a write's) has its lines placed by
     # column and its rows zipped from both, when they went out as they are (no
     # phantom's rolled_back line before them).
     if change is not None and change.index_runs and change.lines is lines \

@@ -81,7 +81,8 @@ class Engine:
             if change.logged:
                 settle(self.backend, self.audit, self.clock, change, exc)
             raise
-        return self.changed(change, result)
+        # speed: a change without a refusal returns here, one call fewer (~1k instructions)
+        return result if change.error is None else self.changed(change, result)
 
     def change_holding(self, tx: Transaction, change: Change,
                        opened: tuple[AgentRecord, bool, Row | None] | None, clock_now: int,
