@@ -25,6 +25,8 @@ import pytest
 
 from rotifer.memory import AgentMemoryError, MemoryStore
 from rotifer.memory.storage.postgres import transaction as pg_transaction
+from rotifer.memory.storage.postgres.connection import retryable
+from rotifer.memory.storage.postgres.pipeline import pipelined
 
 from .conftest import SchemaMaker
 from .helpers import gene_id
@@ -185,3 +187,20 @@ def test_a_failed_change_says_why(fresh: str, tmp_path: Path) -> None:
         mem.write_memory("k", b"w", "PATTERN")
         assert mem.read_memory("k").value == b"w"
         assert [e.key for e in mem.query_memory({})] == ["k"]
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_a_session_the_server_ends_is_closed_and_retryable(fresh: str, sync: bool) -> None:
+    """A FATAL error (the server ends the session: here it terminates itself,
+    as ``pg_terminate_backend`` from another session does) leaves a closed
+    connection, so the begin of a change is retried on another.  Ending the
+    round trip with a ``Flush`` must not answer before the connection's end
+    is seen: a change then failed where it retried before (seen once in a
+    full run of test_connections_dropped_by_the_server_are_replaced)."""
+    conn = psycopg.connect(fresh, autocommit=True)
+    with pytest.raises(psycopg.OperationalError,
+                       match=r"terminating connection|closed the connection") as caught:
+        pipelined(conn, [("SELECT pg_terminate_backend(pg_backend_pid())", None),
+                         ("SELECT 1", None)], sync=sync)
+    assert retryable(caught.value, conn) and (conn.closed or conn.broken)
+    conn.close()

@@ -64,6 +64,9 @@ _BINARY: Final = pq.Format.BINARY
 _OK: Final = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY)
 _ERROR: Final = (pq.ExecStatus.FATAL_ERROR, pq.ExecStatus.PIPELINE_ABORTED)
 _SYNC: Final = pq.ExecStatus.PIPELINE_SYNC
+_SEVERITY: Final = pq.DiagnosticField.SEVERITY_NONLOCALIZED
+#: Severities with which the server ends the session.
+_SESSION_ENDS: Final = (b"FATAL", b"PANIC")
 _PLACEHOLDER: Final = re.compile(r"%(.)")
 
 
@@ -260,7 +263,13 @@ def _receive(conn: Connection, session: _Session,
     if sync:
         pgconn.exit_pipeline_mode()
     if error is not None:
-        raise psycopg.errors.error_from_result(error, encoding=conn.info.encoding)
+        exc = psycopg.errors.error_from_result(error, encoding=conn.info.encoding)
+        if error.error_field(_SEVERITY) in _SESSION_ENDS:
+            # The server ends the session (e.g. pg_terminate_backend): after a
+            # Flush the answer can come before the connection's end is read, so
+            # it is closed here, and beginning a change again takes another.
+            conn.close()
+        raise exc
     return results
 
 
