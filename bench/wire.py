@@ -9,9 +9,10 @@ byte and a length.  Counted:
 - **round trips**: ``Q`` (a simple query), ``S`` (``Sync``, which ends an
   extended-protocol exchange: the client then waits for ``ReadyForQuery``) and
   ``H`` (``Flush``: the server answers what it has run so far, and the client
-  waits for it -- rotifer's first round trip of a change).  psycopg without a
-  pipeline sends one per ``execute``, plus one when it first prepares a
-  statement;
+  waits for it -- rotifer's first round trip of a change; not one sent right
+  after a ``Sync``, as psycopg's pipeline ends, which waits for nothing more).
+  psycopg without a pipeline sends one per ``execute``, plus one when it first
+  prepares a statement;
 - **statements**: ``E`` (``Execute``) messages, and the statements of each ``Q``
   (its text split at ``;``: rotifer's SQL has no ``;`` inside literals).
 
@@ -82,6 +83,7 @@ class Relay:
 
     def _frontend(self, src: socket.socket, dst: socket.socket) -> None:
         buf = b""
+        previous = ""
         startup = True
         with suppress(OSError):
             while data := src.recv(65536):
@@ -102,6 +104,9 @@ class Relay:
                     if len(buf) < 1 + length:
                         break
                     body, buf = buf[5:1 + length], buf[1 + length:]
+                    if kind == "H" and previous == "S":
+                        kind = "h"  # a Flush right after a Sync waits for nothing more
+                    previous = kind
                     self._count(kind, body)
                 dst.sendall(data)
         with suppress(OSError):

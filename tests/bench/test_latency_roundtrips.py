@@ -137,15 +137,17 @@ def test_roundtrips_table(tmp_path: Path, server: pgserver.Server) -> None:
     }
     # The lock and the lookup travel with BEGIN; the writes wait for COMMIT, and
     # go out as one statement (issue 33: they were four, psycopg's work is per
-    # statement), as do a pooler's settings: a write is 5 statements, 6 behind
-    # a pooler (it was 8 and 10).
+    # statement), as do a pooler's settings: a write is 6 statements behind a
+    # pooler (it was 10), and connected directly 3 -- no BEGIN, no COMMIT: the
+    # lock and lookup end with a Flush, the writes with the Sync that commits
+    # (it was 8, then 5).
     assert body["write_memory, update"][6] == (
         "`BEGIN; SELECT set_config; "
         "SELECT memory_agents FOR UPDATE; SELECT memory_entries JOIN memory_agents`, "
         "`WITH INSERT memory_entries, INSERT memory_audit, INSERT memory_audit_index, "
         "UPDATE memory_agents; COMMIT`")
     for name in ("write_memory, new key", "write_memory, update"):
-        assert (body[name][1], body[name][2]) == ("2 (5)", "2 (6)")
+        assert (body[name][1], body[name][2]) == ("2 (3)", "2 (6)")
 
 
 def test_named_blocks_leave_the_main_table_alone(tmp_path: Path) -> None:
