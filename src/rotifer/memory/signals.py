@@ -24,6 +24,8 @@ so Ctrl-C still ends a process stuck behind a stopped one.
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]
+import _thread
+import os
 import threading
 import types
 from collections.abc import Callable
@@ -51,6 +53,22 @@ _getsignal: Callable[[int], object] = _signal.getsignal
 _setsignal: Callable[[int, object], object] = _signal.signal
 
 
+# Which thread runs Python's signal handlers, as one thread id compared per
+# deferral (``threading.current_thread() is threading.main_thread()`` is two
+# Python calls, ~80 ns, and a PostgreSQL write enters three deferrals).  A fork
+# from another thread makes that thread the child's main thread: the hook keeps
+# up (tests/memory/test_signals.py forks from a thread).
+_get_ident: Callable[[], int] = _thread.get_ident
+_main_ident = [threading.main_thread().ident]
+
+
+def _after_fork_in_child() -> None:
+    _main_ident[0] = _get_ident()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class signals_deferred:
     """Record the signals of :data:`DEFERRED_SIGNALS` that come meanwhile; then
     run their handlers.
@@ -60,13 +78,17 @@ class signals_deferred:
     own (SIG_DFL, SIG_IGN: the kernel acts, no exception) is left alone.
     Nests: an inner one records into the outer one's handler."""
 
-    __slots__ = ("_caught", "_previous", "live")
+    __slots__ = ("_caught", "_previous", "_recorder", "live")
 
     def __init__(self) -> None:
         #: While True, a stop signal runs its handler at once (see :meth:`waiting`).
         self.live = False
         self._caught: list[tuple[int, types.FrameType | None]] = []
         self._previous: dict[int, Handler] = {}
+        #: The one bound method swapped in, looked for again on the way out
+        #: (``is``, not a new bound method and ``==`` per signal); None outside
+        #: the span, so that no cycle through it outlives the span.
+        self._recorder: Handler | None = None
 
     def _record(self, signum: int, frame: types.FrameType | None) -> None:
         if self.live:
@@ -77,47 +99,50 @@ class signals_deferred:
             self._caught.append((signum, frame))
 
     def __enter__(self) -> signals_deferred:
-        if threading.current_thread() is not threading.main_thread():
+        if _get_ident() != _main_ident[0]:
             return self
+        recorder = self._recorder = self._record
+        previous = self._previous
         try:
             for sig in DEFERRED_SIGNALS:
                 handler = _getsignal(sig)
                 if callable(handler):
-                    self._previous[sig] = handler
-                    _setsignal(sig, self._record)
+                    previous[sig] = handler
+                    _setsignal(sig, recorder)
         except BaseException:  # a signal whose handler was not swapped yet
-            self._end()
+            self.__exit__(None, None, None)
             raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._end()
-
-    def _end(self) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        # What were _end and _restore, in one frame: a Python call costs about
+        # 1,000 instructions, and a PostgreSQL write enters three deferrals.
         self.live = False
+        previous = self._previous
         try:
-            self._restore()
+            if previous:  # else nothing was swapped (another thread, no handler)
+                # Put each handler back (one put there meanwhile stays).  A signal
+                # whose handler is back may run it at the next check (after a call
+                # returns, at a loop's jump back): if that raises, the ``finally``
+                # puts the rest back, so no handler is left as ``_record``.
+                recorder = self._recorder
+                items = list(previous.items())
+                done = 0
+                try:
+                    for sig, handler in items:
+                        if _getsignal(sig) is recorder:
+                            _setsignal(sig, handler)
+                        done += 1
+                finally:
+                    for sig, handler in items[done:]:
+                        if _getsignal(sig) is recorder:
+                            _setsignal(sig, handler)
         finally:
-            caught, self._caught = self._caught, []
-            for signum, frame in caught:
-                self._previous[signum](signum, frame)
-
-    def _restore(self) -> None:
-        """Put each handler back (one put there meanwhile stays).  A signal whose
-        handler is back may run it at the next check (after a call returns, at a
-        loop's jump back): if that raises, the ``finally`` puts the rest back,
-        so no handler is left as ``_record`` (one frame, no call in between)."""
-        items = list(self._previous.items())
-        done = 0
-        try:
-            for sig, handler in items:
-                if _getsignal(sig) == self._record:
-                    _setsignal(sig, handler)
-                done += 1
-        finally:
-            for sig, handler in items[done:]:
-                if _getsignal(sig) == self._record:
-                    _setsignal(sig, handler)
+            self._recorder = None
+            if self._caught:
+                caught, self._caught = self._caught, []
+                for signum, frame in caught:
+                    previous[signum](signum, frame)
 
     def waiting(self) -> _Waiting:
         """``with deferral.waiting(): fcntl.flock(fd, LOCK_EX)``: a stop signal

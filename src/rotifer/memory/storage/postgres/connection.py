@@ -20,6 +20,7 @@ import os
 import select
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Final
@@ -45,6 +46,12 @@ PING_AFTER_S: Final = 5.0
 RECONNECT_FIRST_S: Final = 0.05
 RECONNECT_MAX_S: Final = 1.0
 
+
+# The states a connection given back must be in to be kept, looked up once:
+# through psycopg.pq's enums they cost ~3,000 instructions per give-back.
+_CONN_OK: Final = psycopg.pq.ConnStatus.OK
+_TX_IDLE: Final = psycopg.pq.TransactionStatus.IDLE
+_PIPELINE_OFF: Final = psycopg.pq.PipelineStatus.OFF
 
 #: Connections (by ``id``) whose last COMMIT stopped waiting for the
 #: synchronous standby: the server says so in a WARNING and reports success.
@@ -73,19 +80,26 @@ def unconfirmed(conn: Connection) -> bool:
     return False
 
 
-def _hung_up(conn: Connection) -> bool:
+def _poller(conn: Connection) -> select.poll:
+    """A ``poll`` object watching ``conn``'s socket for input, made once per
+    connection (a new one per take cost ~2,000 instructions)."""
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN)
+    return poller
+
+
+def _hung_up(poller: select.poll) -> bool:
     """Has the server of an idle connection closed it (or said why it will)?
 
     An idle connection has nothing to read unless the server went away (EOF:
     it was killed, restarted, or a standby was promoted and the old primary is
     gone) or sent a last message before doing so.  One ``poll`` of the socket,
     no round trip: so the first call after a failover takes a new connection
-    instead of failing on the dead one."""
+    instead of failing on the dead one.  (A descriptor closed meanwhile answers
+    POLLNVAL: hung up too.)"""
     try:
-        poller = select.poll()
-        poller.register(conn.pgconn.socket, select.POLLIN)
         return bool(poller.poll(0))
-    except (OSError, psycopg.Error):
+    except OSError:
         return True
 
 
@@ -112,15 +126,24 @@ class Connections:
         # the lock was taken, before ``with`` could protect it, leaves it held;
         # with a plain Lock the same thread's next call deadlocked (found by the
         # interruption tests).
-        self._cond = threading.Condition(threading.RLock())
+        # The hot paths take the RLock itself (its ``with`` runs in C), not the
+        # Condition's Python ``__enter__``/``__exit__``; the Condition shares it
+        # for waiting and waking.
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0  # threads in _cond.wait: give_back wakes one only then
         self._idle: list[tuple[Connection, float]] = []  # (connection, idle since)
+        # Every connection this pool opened in this process (in use or idle), by
+        # id, with the poll object that watches its socket (see _hung_up): only
+        # these are kept, or closed, here.
+        self._pollers: dict[int, select.poll] = {}
         self._open_count = 0  # idle + in use, for the cap
         #: Idle seconds after which ``take(ping=True)`` checks a pooled connection first.
         self.ping_after_s = PING_AFTER_S
-        self._inherited: list[Connection] = []  # kept alive, never closed (see take)
-        self._pid = os.getpid()
+        self._inherited: list[Connection] = []  # kept alive, never closed (see _forked)
         self._users = 0  # backends sharing this pool (see acquire)
         self._closed = False
+        _POOLS.add(self)
 
     # -- the process-wide registry -------------------------------------------
 
@@ -151,17 +174,25 @@ class Connections:
     # -- connections -----------------------------------------------------------
 
     def _forked(self) -> None:
-        """Called with the lock held: in a forked child, forget the parent's connections.
+        """In a forked child, from the fork hook (no other thread yet): forget
+        the parent's connections.
 
-        Closing them would end the parent's sessions, so they are kept, unused."""
-        if os.getpid() != self._pid:
-            self._inherited.extend(conn for conn, _ in self._idle)
-            self._idle = []
-            self._open_count = 0
-            self._pid = os.getpid()
+        Closing them would end the parent's sessions, so they are kept, unused;
+        one the child gives back is not the child's (not in ``_pollers``), so
+        it is neither kept nor closed.  The lock is new: one that a thread of
+        the parent held at the fork stays held in the child for ever.  (Before,
+        every take asked ``getpid()``, a system call, and the lock was kept.)"""
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._inherited.extend(conn for conn, _ in self._idle)
+        self._idle = []
+        self._pollers = {}
+        self._open_count = 0
+        self._waiting = 0  # the parent's waiting threads are not in the child
 
-    def _open(self, deadline: float) -> Connection:
-        """A new connection (the caller has reserved a place under the cap).
+    def _open(self, deadline: float) -> tuple[Connection, select.poll]:
+        """A new connection and its poll object (the caller has reserved a
+        place under the cap).
 
         With a URL that :attr:`~.settings.Settings.awaits_failover`, a failed
         attempt (no server answers, or only standbys) is tried again, backing
@@ -204,7 +235,14 @@ class Connections:
                 raise storage(f"the memory database at {self.location} is not usable: "
                               f"{first_line(exc)}") from exc
             WATCHDOG.disarm(conn)
-        return conn
+        try:
+            poller = _poller(conn)
+        except (OSError, psycopg.Error) as exc:  # no socket: not usable
+            with suppress(Exception):
+                conn.close()
+            raise storage(f"the memory database at {self.location} is not usable: "
+                          f"{first_line(exc)}") from exc
+        return conn, poller
 
     def timed_out(self, detail: str = "") -> AgentMemoryError:
         extra = f" ({detail})" if detail else ""
@@ -240,11 +278,10 @@ class Connections:
     def _take(self, deadline: float, ping: bool, deferral: signals_deferred) -> Connection:
         while True:
             conn: Connection | None = None
-            with self._cond:
+            with self._lock:
                 while True:
                     if self._closed:
                         raise storage("the memory store is closed")
-                    self._forked()
                     if self._idle:
                         conn, since = self._idle.pop()
                         break
@@ -258,18 +295,30 @@ class Connections:
                             f"within {self.settings.timeout_s:g} s: all "
                             f"{self.settings.pool_size} of this process are busy "
                             "(rotifer_pool_size)")
-                    with deferral.waiting():
-                        self._cond.wait(left)
+                    self._waiting += 1
+                    try:
+                        with deferral.waiting():
+                            self._cond.wait(left)
+                    finally:
+                        self._waiting -= 1
             if conn is None:
+                opened: tuple[Connection, select.poll] | None = None
                 try:
                     with deferral.waiting():
-                        conn = self._open(deadline)
+                        opened = self._open(deadline)
                 except BaseException:
+                    if opened is not None:  # Ctrl-C as the wait ended: nobody holds it
+                        with suppress(Exception):
+                            opened[0].close()
                     self._discarded()
                     raise
+                conn = opened[0]
+                with self._lock:
+                    self._pollers[id(conn)] = opened[1]
                 WATCHDOG.arm_deferred(conn, deadline)  # take() defers the signals
                 return conn
-            if _hung_up(conn):
+            watching = self._pollers.get(id(conn))
+            if watching is None or _hung_up(watching):
                 self.discard(conn)
                 continue
             WATCHDOG.arm_deferred(conn, deadline)
@@ -286,8 +335,7 @@ class Connections:
                 raise
 
     def _discarded(self) -> None:
-        with signals_deferred(), self._cond:
-            self._forked()
+        with signals_deferred(), self._lock:
             self._open_count = max(0, self._open_count - 1)
             self._cond.notify()
 
@@ -303,13 +351,14 @@ class Connections:
         fired = WATCHDOG.disarm_deferred(conn)  # every caller defers the signals
         _UNCONFIRMED.discard(id(conn))
         stale: list[tuple[Connection, float]] = []
-        with self._cond:
-            mine = os.getpid() == self._pid
-            self._forked()
+        with self._lock:
+            mine = self._pollers.pop(id(conn), None) is not None
             if mine:
                 self._open_count = max(0, self._open_count - 1)
                 if conn.broken:
                     stale, self._idle = self._idle, []
+                    for old, _ in stale:
+                        self._pollers.pop(id(old), None)
                     self._open_count = max(0, self._open_count - len(stale))
             self._cond.notify_all()
         if mine:
@@ -329,17 +378,18 @@ class Connections:
         _UNCONFIRMED.discard(id(conn))
         # A pipeline an interrupt left open (results never collected) is not reusable.
         pgconn = conn.pgconn
-        healthy = (pgconn.status == psycopg.pq.ConnStatus.OK
-                   and pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
-                   and pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF)
+        healthy = (pgconn.status == _CONN_OK
+                   and pgconn.transaction_status == _TX_IDLE
+                   and pgconn.pipeline_status == _PIPELINE_OFF)
         if not healthy:
             return self._discard(conn)
         fired = WATCHDOG.disarm_deferred(conn)
-        with self._cond:
-            if not fired and not self._closed and os.getpid() == self._pid \
-                    and len(self._idle) < self._max_idle:
+        with self._lock:
+            if not fired and not self._closed and len(self._idle) < self._max_idle \
+                    and id(conn) in self._pollers:
                 self._idle.append((conn, time.monotonic()))
-                self._cond.notify()
+                if self._waiting:  # Condition.notify is Python: ~1,000 instructions
+                    self._cond.notify()
                 return False
         return self._discard(conn) or fired
 
@@ -357,16 +407,27 @@ class Connections:
                 conn.close()
 
     def close(self) -> None:
-        with signals_deferred(), self._cond:
+        with signals_deferred(), self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-            mine = os.getpid() == self._pid
-            self._cond.notify_all()
-        if mine:
             for conn, _ in idle:
-                with suppress(Exception):
-                    conn.close()
+                self._pollers.pop(id(conn), None)
+            self._cond.notify_all()
+        for conn, _ in idle:  # the idle ones are this process's own (see _forked)
+            with suppress(Exception):
+                conn.close()
 
 
 _REGISTRY: dict[tuple[Settings, int], Connections] = {}
 _REGISTRY_LOCK = threading.Lock()
+_POOLS: weakref.WeakSet[Connections] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    global _REGISTRY_LOCK
+    _REGISTRY_LOCK = threading.Lock()  # as the pools' own locks (see Connections._forked)
+    for pool in list(_POOLS):
+        pool._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
