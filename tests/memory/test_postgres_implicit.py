@@ -25,7 +25,7 @@ import pytest
 
 from rotifer.memory import AgentMemoryError, MemoryStore
 from rotifer.memory.storage.postgres import transaction as pg_transaction
-from rotifer.memory.storage.postgres.connection import retryable
+from rotifer.memory.storage.postgres.health import retryable
 from rotifer.memory.storage.postgres.pipeline import pipelined
 
 from .conftest import SchemaMaker

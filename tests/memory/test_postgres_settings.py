@@ -77,7 +77,8 @@ def test_a_stale_sync_warning_never_marks_a_later_commit(pg_fresh_url: str) -> N
     be reported as unconfirmed)."""
     import time as _time
 
-    from rotifer.memory.storage.postgres.connection import Connections, unconfirmed
+    from rotifer.memory.storage.postgres.connection import Connections
+    from rotifer.memory.storage.postgres.health import unconfirmed
 
     pool = Connections.acquire(pg_fresh_url)
     try:

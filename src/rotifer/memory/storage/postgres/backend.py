@@ -20,14 +20,8 @@ from ...errors import AgentMemoryError, storage
 from ...model import RetentionPolicy
 from ..backend import Backend
 from . import schema
-from .connection import (
-    BEGIN_ATTEMPTS,
-    MAX_IDLE,
-    Connection,
-    Connections,
-    retryable,
-    unconfirmed,
-)
+from .connection import BEGIN_ATTEMPTS, MAX_IDLE, Connection, Connections
+from .health import retryable, unconfirmed
 from .pipeline import Result, Statement, pipelined
 from .rows import storable
 from .settings import LOCK_TIMEOUT_MS, first_line

@@ -21,15 +21,14 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Final
 
 import psycopg
-from psycopg import errors as pg_errors
 
 from ...errors import AgentMemoryError, storage
 from ...signals import signals_deferred
+from .health import UNCONFIRMED, hung_up, poller_of, watch_sync_wait
 from .settings import LOCK_TIMEOUT_MS, Settings, first_line, parse
 from .watchdog import WATCHDOG
 
@@ -52,61 +51,6 @@ RECONNECT_MAX_S: Final = 1.0
 _CONN_OK: Final = psycopg.pq.ConnStatus.OK
 _TX_IDLE: Final = psycopg.pq.TransactionStatus.IDLE
 _PIPELINE_OFF: Final = psycopg.pq.PipelineStatus.OFF
-
-#: Connections (by ``id``) whose last COMMIT stopped waiting for the
-#: synchronous standby: the server says so in a WARNING and reports success.
-_UNCONFIRMED: set[int] = set()
-
-
-def _watch_sync_wait(conn_id: int) -> Callable[[psycopg.errors.Diagnostic], None]:
-    """A notice handler that notes a COMMIT the synchronous standby never confirmed.
-
-    When a COMMIT waiting for its synchronous standby is cancelled
-    (``statement_timeout``, ``pg_cancel_backend``), PostgreSQL keeps the
-    transaction, committed on the primary alone, and tells the client only in a
-    WARNING ("canceling wait for synchronous replication ..."): a failover
-    now would lose it.  Such a commit must not be reported as done."""
-    def handler(diag: psycopg.errors.Diagnostic) -> None:
-        if "synchronous replication" in (diag.message_primary or ""):
-            _UNCONFIRMED.add(conn_id)
-    return handler
-
-
-def unconfirmed(conn: Connection) -> bool:
-    """Did ``conn``'s last COMMIT stop waiting for its synchronous standby?  (Clears it.)"""
-    if id(conn) in _UNCONFIRMED:
-        _UNCONFIRMED.discard(id(conn))
-        return True
-    return False
-
-
-def _poller(conn: Connection) -> select.poll:
-    """A ``poll`` object watching ``conn``'s socket for input, made once per
-    connection (a new one per take cost ~2,000 instructions)."""
-    poller = select.poll()
-    poller.register(conn.pgconn.socket, select.POLLIN)
-    return poller
-
-
-def _hung_up(poller: select.poll) -> bool:
-    """Has the server of an idle connection closed it (or said why it will)?
-
-    An idle connection has nothing to read unless the server went away (EOF:
-    it was killed, restarted, or a standby was promoted and the old primary is
-    gone) or sent a last message before doing so.  One ``poll`` of the socket,
-    no round trip: so the first call after a failover takes a new connection
-    instead of failing on the dead one.  (A descriptor closed meanwhile answers
-    POLLNVAL: hung up too.)"""
-    try:
-        return bool(poller.poll(0))
-    except OSError:
-        return True
-
-
-def retryable(exc: psycopg.Error, conn: Connection) -> bool:
-    """Worth another attempt at *beginning* a transaction?"""
-    return isinstance(exc, pg_errors.TransactionRollback) or conn.broken or conn.closed
-
 
 class Connections:
     """Connections to one database for one process: a few kept idle, at most
@@ -134,7 +78,7 @@ class Connections:
         self._waiting = 0  # threads in _cond.wait: give_back wakes one only then
         self._idle: list[tuple[Connection, float]] = []  # (connection, idle since)
         # Every connection this pool opened in this process (in use or idle), by
-        # id, with the poll object that watches its socket (see _hung_up): only
+        # id, with the poll object that watches its socket (see hung_up): only
         # these are kept, or closed, here.
         self._pollers: dict[int, select.poll] = {}
         self._open_count = 0  # idle + in use, for the cap
@@ -211,7 +155,7 @@ class Connections:
                     # Named prepared statements live in one server session; a pooler
                     # may run our next statement in another.
                     prepare_threshold=None if self.settings.pooler != "none" else 5)
-                conn.add_notice_handler(_watch_sync_wait(id(conn)))
+                conn.add_notice_handler(watch_sync_wait(id(conn)))
                 break
             except psycopg.Error as exc:
                 if time.monotonic() >= deadline - 0.01:
@@ -236,7 +180,7 @@ class Connections:
                               f"{first_line(exc)}") from exc
             WATCHDOG.disarm(conn)
         try:
-            poller = _poller(conn)
+            poller = poller_of(conn)
         except (OSError, psycopg.Error) as exc:  # no socket: not usable
             with suppress(Exception):
                 conn.close()
@@ -318,7 +262,7 @@ class Connections:
                 WATCHDOG.arm_deferred(conn, deadline)  # take() defers the signals
                 return conn
             watching = self._pollers.get(id(conn))
-            if watching is None or _hung_up(watching):
+            if watching is None or hung_up(watching):
                 self.discard(conn)
                 continue
             WATCHDOG.arm_deferred(conn, deadline)
@@ -349,7 +293,7 @@ class Connections:
 
     def _discard(self, conn: Connection) -> bool:
         fired = WATCHDOG.disarm_deferred(conn)  # every caller defers the signals
-        _UNCONFIRMED.discard(id(conn))
+        UNCONFIRMED.discard(id(conn))
         stale: list[tuple[Connection, float]] = []
         with self._lock:
             mine = self._pollers.pop(id(conn), None) is not None
@@ -375,7 +319,7 @@ class Connections:
     def _give_back(self, conn: Connection) -> bool:
         # A sync-wait warning belongs to the statement it came with, which the
         # caller has checked by now: the next borrower starts without it.
-        _UNCONFIRMED.discard(id(conn))
+        UNCONFIRMED.discard(id(conn))
         # A pipeline an interrupt left open (results never collected) is not reusable.
         pgconn = conn.pgconn
         healthy = (pgconn.status == _CONN_OK
