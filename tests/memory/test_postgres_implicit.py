@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -64,10 +65,13 @@ def _session_states(url: str, pids: list[int]) -> list[str]:
     return [r[0] for r in rows]
 
 
-def test_a_change_that_fails_is_rolled_back_and_its_connection_kept(
-        fresh: str, tmp_path: Path) -> None:
+@contextmanager
+def _failed_change(url: str, root: Path) -> Iterator[tuple[Any, Any, Any]]:
+    """A store whose second write fails holding the agent (its clock raises
+    once the lock is taken): (the gene's memory, the pool, the connection the
+    first write left idle)."""
     clock = Failing()
-    with MemoryStore.open(tmp_path / "rot", url=fresh, clock=clock) as store:
+    with MemoryStore.open(root / "rot", url=url, clock=clock) as store:
         store.create_agent("agent")
         mem = store.for_gene("agent", A, "d")
         mem.write_memory("k", b"one", "PATTERN")
@@ -76,6 +80,13 @@ def test_a_change_that_fails_is_rolled_back_and_its_connection_kept(
         clock.armed = True
         with pytest.raises(RuntimeError, match="the clock failed"):
             mem.write_memory("k", b"two", "PATTERN")
+        assert mem.read_memory("k").value == b"one"
+        yield mem, pool, conn
+
+
+def test_a_change_that_fails_is_rolled_back_and_its_connection_kept(
+        fresh: str, tmp_path: Path) -> None:
+    with _failed_change(fresh, tmp_path) as (mem, pool, conn):
         # The same connection is back, idle, out of pipeline mode -- not closed.
         assert [c for c, _ in pool._idle] == [conn] and not conn.closed
         assert conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
@@ -84,7 +95,6 @@ def test_a_change_that_fails_is_rolled_back_and_its_connection_kept(
         with psycopg.connect(fresh) as other:
             other.execute("SET lock_timeout = '2s'")
             other.execute("SELECT 1 FROM memory_agents WHERE agent_id = 'agent' FOR UPDATE")
-        assert mem.read_memory("k").value == b"one"
         mem.write_memory("k", b"three", "PATTERN")  # and the next change uses it
         assert [c for c, _ in pool._idle] == [conn]
         assert mem.read_memory("k").value == b"three"
@@ -95,18 +105,8 @@ def test_without_the_rollback_the_connection_is_not_reused(
     """The test above bites: a change left open (no ROLLBACK, no Sync) is in
     pipeline mode, so the pool closes its connection rather than hand it on."""
     monkeypatch.setattr(pg_transaction.PostgresTransaction, "rollback", lambda self: None)
-    clock = Failing()
-    with MemoryStore.open(tmp_path / "rot", url=fresh, clock=clock) as store:
-        store.create_agent("agent")
-        mem = store.for_gene("agent", A, "d")
-        mem.write_memory("k", b"one", "PATTERN")
-        pool = store.backend.connections  # type: ignore[attr-defined]
-        (conn, _), = pool._idle
-        clock.armed = True
-        with pytest.raises(RuntimeError):
-            mem.write_memory("k", b"two", "PATTERN")
-        assert pool._idle == [] and conn.closed
-        assert mem.read_memory("k").value == b"one"
+    with _failed_change(fresh, tmp_path) as (_, pool, conn):
+        assert conn.closed and conn not in [c for c, _ in pool._idle]
 
 
 def test_nothing_of_a_change_shows_before_its_sync(fresh: str, tmp_path: Path,
