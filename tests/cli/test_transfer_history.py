@@ -193,6 +193,24 @@ def test_a_second_move_there_carries_only_what_came_since(proj: Path, tmp_path: 
     assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
 
 
+def _moved_home(root: Path, other: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Move ``bot`` into ``root``'s own store: (what ``other``'s log shows of it,
+    oldest first; ``root``'s history of it up to that import back home)."""
+    ok(root, "agent", "move", "bot", "--to", f"sqlite:{root / '.rotifer' / 'playground.db'}",
+       "-q")
+    source = shown(root)
+    home = max(i for i, x in enumerate(source) if x["action"] == "import_agent")
+    return shown(other), source[:home]
+
+
+def _verified_there_and_home(other: Path, root: Path) -> None:
+    """``audit verify`` passes in the project the agent moved out of (saying so)
+    and in its own."""
+    said = ok(other, "agent", "audit", "verify", "bot")
+    assert said.startswith("OK agent 'bot'") and "its move out" in said, said
+    assert "OK agent 'bot'" in ok(root, "agent", "audit", "verify", "bot")
+
+
 def test_a_move_out_of_another_projects_store_is_logged_there(proj: Path,
                                                                tmp_path: Path) -> None:
     """Moved into another project's store, changed there by its own project, then
@@ -204,20 +222,13 @@ def test_a_move_out_of_another_projects_store_is_logged_there(proj: Path,
     there = f"sqlite:{other / '.rotifer' / 'playground.db'}"
     ok(proj, "agent", "move", "bot", "--to", there, "-q")
     ok(proj, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES[:2]}))
-    ok(proj, "agent", "move", "bot", "--to", f"sqlite:{proj / '.rotifer' / 'playground.db'}",
-       "-q")
-    source = shown(proj)
-    home = max(i for i, x in enumerate(source) if x["action"] == "import_agent")
-    out = ok(other, "agent", "audit", "show", "bot", "--json")
-    here = [json.loads(x) for x in reversed(out.splitlines())]
+    here, source = _moved_home(proj, other)
     # Everything up to the move out, not the import back home (the other project's).
     assert [(x["action"], x.get("seq"), x.get("epoch"), x.get("key")) for x in here] == \
-        [(x["action"], x.get("seq"), x.get("epoch"), x.get("key")) for x in source[:home]]
+        [(x["action"], x.get("seq"), x.get("epoch"), x.get("key")) for x in source]
     assert [x["action"] for x in here].count("write") + \
         [x["action"] for x in here].count("update") == 6  # four before, two while there
-    said = ok(other, "agent", "audit", "verify", "bot")
-    assert said.startswith("OK agent 'bot'") and "its move out" in said, said
-    assert "OK agent 'bot'" in ok(proj, "agent", "audit", "verify", "bot")
+    _verified_there_and_home(other, proj)
     # The other project's log is chained: an edit there is caught there.
     log = other / ".rotifer" / "audit.jsonl"
     text = log.read_text()
@@ -238,17 +249,10 @@ def test_a_memory_the_project_keeps_in_another_projects_store_moved_out_is_logge
     ok(root, "agent", "create", "bot", "--genes", "memo", "--memory-quota", "4KB")
     ok(root, "agent", "run", "bot", "--input", json.dumps({"writes": WRITES}))
     assert [x for x in audit(other) if x.get("agent") == "bot"] == []
-    ok(root, "agent", "move", "bot", "--to", f"sqlite:{root / '.rotifer' / 'playground.db'}",
-       "-q")
-    source = shown(root)
-    home = max(i for i, x in enumerate(source) if x["action"] == "import_agent")
-    out = ok(other, "agent", "audit", "show", "bot", "--json")
-    here = [json.loads(x) for x in reversed(out.splitlines())]
+    here, source = _moved_home(root, other)
     assert [(x["action"], x.get("seq")) for x in here] == \
-        [(x["action"], x.get("seq")) for x in source[:home]]
-    said = ok(other, "agent", "audit", "verify", "bot")
-    assert said.startswith("OK agent 'bot'") and "its move out" in said, said
-    assert "OK agent 'bot'" in ok(root, "agent", "audit", "verify", "bot")
+        [(x["action"], x.get("seq")) for x in source]
+    _verified_there_and_home(other, root)
 
 
 def test_a_move_out_an_older_rotifer_did_not_log_there_is_said_so(proj: Path,
