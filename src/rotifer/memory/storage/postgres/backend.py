@@ -254,18 +254,15 @@ class PostgresBackend(Backend):
         return (lambda: WATCHDOG.arm(conn, time.monotonic() + bound),
                 lambda: WATCHDOG.suspend(conn))
 
-    def _transaction(self, statement: str, agent_id: str | None) -> _Transaction:
-        """A transaction that begins with its first statement (see :mod:`.transaction`),
-        or at once and statement by statement inside :meth:`long_running`."""
-        return _Transaction(self, statement, agent_id)
-
     # -- the Backend interface ------------------------------------------------
 
     def read(self) -> _Transaction:
         return _Transaction(self, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", None)
 
     def write(self, agent_id: str | None) -> _Transaction:
-        return _Transaction(self, WRITE_BEGIN, agent_id)
+        # A change needs no BEGIN (see _open_on), unless a pooler's SET LOCALs
+        # need a transaction block (they are no-ops outside one).
+        return _Transaction(self, WRITE_BEGIN, agent_id, implicit=not self._local)
 
     @staticmethod
     def retention_of(stored: Any) -> RetentionPolicy:
@@ -298,14 +295,19 @@ class PostgresBackend(Backend):
 # write() was two layers.  The same steps, in the same order.
 
 class _Transaction:
-    """``with backend.write(agent_id) as tx``: see :meth:`PostgresBackend._transaction`."""
+    """``with backend.write(agent_id) as tx`` (and ``read()``): a transaction that
+    begins with its first statement (see :mod:`.transaction`), or at once and
+    statement by statement inside :meth:`PostgresBackend.long_running`;
+    ``implicit``: begun without ``BEGIN`` (see ``PostgresBackend._open_on``)."""
 
-    __slots__ = ("_agent_id", "_backend", "_statement", "_tx", "_watch")
+    __slots__ = ("_agent_id", "_backend", "_implicit", "_statement", "_tx", "_watch")
 
-    def __init__(self, backend: PostgresBackend, statement: str, agent_id: str | None) -> None:
+    def __init__(self, backend: PostgresBackend, statement: str, agent_id: str | None, *,
+                 implicit: bool = False) -> None:
         self._backend = backend
         self._statement = statement
         self._agent_id = agent_id
+        self._implicit = implicit
 
     def __enter__(self) -> PostgresTransaction:
         backend, statement, agent_id = self._backend, self._statement, self._agent_id
@@ -317,9 +319,7 @@ class _Transaction:
             tx = PostgresTransaction(conn, backend._watch(conn))
         else:
             deadline = backend._deadline()
-            # A change needs no BEGIN (see _open_on), unless a pooler's SET LOCALs
-            # need a transaction block (they are no-ops outside one).
-            implicit = statement == WRITE_BEGIN and not backend._local
+            implicit = self._implicit
             tx = PostgresTransaction(None, opener=lambda first: backend._begin(
                 statement, agent_id, deadline, first, implicit), implicit=implicit)
         self._tx = tx
