@@ -41,6 +41,7 @@ from ...signals import signals_deferred
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
+
 class Watchdog:
     """Cuts off connections that are still in use at their deadline."""
 
